@@ -1,0 +1,76 @@
+"""Rendering and error handling shared by every CLI command.
+
+Machine-readable output (``--json``) always has one stable envelope::
+
+    {"ok": true, "data": ..., "error": null}
+    {"ok": false, "data": null, "error": {"type": "SpecError", "message": "...", "exit_code": 2}}
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from hpcflow.errors import HpcflowError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def emit_json(data: Any) -> None:
+    """Print ``data`` in the success envelope."""
+    click.echo(json.dumps({"ok": True, "data": data, "error": None}, indent=2, default=str))
+
+
+def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Print a rich table (imported lazily) to stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    Console().print(table)
+
+
+def handles_errors(func: F) -> F:
+    """Decorator: turn :class:`HpcflowError` into a clean message and its exit code.
+
+    With ``--json`` on the command the error is printed in the envelope on stdout. Any other
+    exception is a bug: it is reported as such, with the traceback only under ``--debug``.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        root = ctx.find_root()
+        debug = bool((root.obj or {}).get("debug"))
+        as_json = bool(kwargs.get("as_json"))
+        try:
+            return func(*args, **kwargs)
+        except HpcflowError as exc:
+            if debug:
+                traceback.print_exc()
+            _report(exc, type(exc).__name__, exc.exit_code, as_json)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _report(exc: BaseException, kind: str, code: int, as_json: bool) -> None:
+    if as_json:
+        envelope = {"ok": False, "data": None,
+                    "error": {"type": kind, "message": str(exc), "exit_code": code}}
+        click.echo(json.dumps(envelope, indent=2))
+    else:
+        click.echo(f"error: {exc}", err=True)

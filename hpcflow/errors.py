@@ -1,0 +1,71 @@
+"""The exceptions hpcflow raises on purpose.
+
+Every error a user can cause is a subclass of :class:`HpcflowError`; the CLI maps each class to
+one exit code and prints the message without a traceback (``--debug`` shows it).
+"""
+
+from __future__ import annotations
+
+
+class HpcflowError(Exception):
+    """Base class: a failure hpcflow understands and can explain.
+
+    Attributes:
+        exit_code: process exit code the CLI uses for this class of error.
+    """
+
+    exit_code = 1
+
+
+class SpecError(HpcflowError):
+    """A job or cluster spec is invalid. The message names the field path, the value and what
+    is allowed; ``problems`` holds one line per invalid field."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+class SubmitError(HpcflowError):
+    """``sbatch`` (or another submission path) refused the job; carries the command evidence."""
+
+    exit_code = 3
+
+
+class SlurmQueryError(HpcflowError):
+    """A Slurm query or control command (squeue, scontrol, sacct, scancel) failed."""
+
+    exit_code = 4
+
+
+class CheckpointError(HpcflowError):
+    """A checkpoint could not be written, committed or loaded."""
+
+    exit_code = 5
+
+
+class LocalClusterError(HpcflowError):
+    """The local emulated Slurm cluster could not be started, stopped or queried."""
+
+    exit_code = 6
+
+
+class CommandFailed(HpcflowError):
+    """An external command exited non-zero.
+
+    Args:
+        argv: the command as run.
+        returncode: its exit status.
+        stderr: its standard error; only the tail is kept in the message.
+    """
+
+    def __init__(self, argv: list[str], returncode: int, stderr: str = "", stdout: str = "") -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+        self.stdout = stdout
+        tail = "\n".join(stderr.strip().splitlines()[-10:])
+        cmd = " ".join(argv)
+        super().__init__(f"command failed (exit {returncode}): {cmd}" + (f"\n{tail}" if tail else ""))
