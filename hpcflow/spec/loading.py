@@ -1,0 +1,141 @@
+"""Shared spec plumbing: read a YAML mapping, apply ``--set key=value`` overrides, and turn a
+pydantic ``ValidationError`` into a :class:`~hpcflow.errors.SpecError` whose lines each name the
+field path, the value and what is allowed.
+
+Used by both the job spec and the cluster spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from hpcflow.errors import SpecError
+
+_MAX_VALUE_CHARS = 60
+
+
+def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """Read a YAML file whose top level must be a mapping.
+
+    Raises:
+        SpecError: the file is missing, unreadable, not YAML, or not a mapping; the message names
+            the file and, for YAML syntax errors, the line and column.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{p}: cannot read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"{p}: not valid YAML{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError(f"{p}: the top level must be a mapping of fields, got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Return a copy of ``data`` with ``key.sub=value`` overrides applied.
+
+    Values are parsed as YAML scalars/flow collections (``nodes=4`` gives an int,
+    ``program.args=[--steps, "10"]`` a list); ``key=`` sets an empty string. Intermediate
+    mappings are created when missing.
+
+    Raises:
+        SpecError: an override lacks ``=``, has an empty key, or descends into a non-mapping.
+    """
+    result: dict[str, Any] = _deep_copy(data)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise SpecError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. nodes=2")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node: dict[str, Any] = result
+        parts = key.split(".")
+        for depth, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                path = ".".join(parts[: depth + 1])
+                raise SpecError(f"--set {item!r}: {path} is not a mapping, cannot set {key}")
+            node = child
+        node[parts[-1]] = value
+    return result
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def format_loc(loc: Iterable[Any]) -> str:
+    """``("queues", 1, "name")`` -> ``"queues[1].name"``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
+
+
+def spec_error(exc: ValidationError, source: str) -> SpecError:
+    """Convert a pydantic error into one :class:`SpecError` with a line per problem.
+
+    Each line reads ``<source>: <field.path>: <value> <what is wrong / allowed>``. Pydantic's
+    own messages already say what is allowed ("Input should be 'srun' or 'torchrun'",
+    "Extra inputs are not permitted"); the wrapper adds the path and the value.
+
+    Args:
+        exc: the pydantic error.
+        source: the file (or "--set") the data came from, put in front of every line.
+    """
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = [p for p in err.get("loc", ()) if not (isinstance(p, str) and p.startswith("function-"))]
+        path = format_loc(loc)
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "extra_forbidden":
+            msg = "unknown field (check the spelling; see the docs for the allowed fields)"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        if "input" in err and err.get("type") != "missing":
+            problems.append(f"{source}: {path}: {_short(err['input'])}: {msg}")
+        else:
+            problems.append(f"{source}: {path}: {msg}")
+    header = f"{source}: {len(problems)} problem(s) in the spec"
+    return SpecError(header + "\n  " + "\n  ".join(problems), problems)
+
+
+def validate_model(model: type[BaseModel], data: Mapping[str, Any], source: str) -> Any:
+    """``model.model_validate(data)``, raising :func:`spec_error` on failure."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error(exc, source) from None
