@@ -1,0 +1,94 @@
+"""``hpcflow local-cluster up|down|status``: the emulated multi-node Slurm cluster."""
+
+from __future__ import annotations
+
+import click
+
+from hpcflow.cli.output import emit_json, handles_errors, print_table
+
+
+def _config(nodes: int, controller_port: int, node_base_port: int):  # noqa: ANN202
+    import socket
+
+    from hpcflow.local_cluster.config import LocalClusterConfig
+
+    try:
+        return LocalClusterConfig(nodes=nodes, controller_port=controller_port,
+                                  node_base_port=node_base_port, hostname=socket.gethostname())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _options(func):  # noqa: ANN001, ANN202
+    func = click.option("--node-base-port", default=6818, show_default=True,
+                        help="First slurmd port; node i uses base + i - 1.")(func)
+    func = click.option("--controller-port", default=6817, show_default=True,
+                        help="slurmctld port on 127.0.0.1.")(func)
+    func = click.option("--nodes", default=2, show_default=True,
+                        help="Number of emulated nodes (one slurmd each).")(func)
+    return func
+
+
+@click.group("local-cluster")
+def local_cluster() -> None:
+    """An emulated multi-node Slurm cluster on this machine, for rehearsing a job's
+    preemption path (and for hpcflow's tests). Needs root; installs slurm-wlm and munge with
+    apt-get when they are missing."""
+
+
+@local_cluster.command("up")
+@_options
+@click.option("--no-install", is_flag=True, help="Fail instead of installing missing packages.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@handles_errors
+def up_cmd(nodes: int, controller_port: int, node_base_port: int, no_install: bool,
+           as_json: bool) -> None:
+    """Start the cluster (idempotent: a healthy cluster is left as it is)."""
+    from hpcflow.local_cluster import manager
+
+    cfg = _config(nodes, controller_port, node_base_port)
+    st = manager.up(cfg, log=_log, install=not no_install)
+    _show(st, as_json)
+
+
+@local_cluster.command("down")
+@_options
+@handles_errors
+def down_cmd(nodes: int, controller_port: int, node_base_port: int) -> None:
+    """Stop the daemons that `up` started (and nothing else)."""
+    from hpcflow.local_cluster import manager
+
+    stopped = manager.down(_config(nodes, controller_port, node_base_port))
+    click.echo(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+@local_cluster.command("status")
+@_options
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@handles_errors
+def status_cmd(nodes: int, controller_port: int, node_base_port: int, as_json: bool) -> None:
+    """Show the daemons and the nodes. Exit code 1 when the cluster is not healthy."""
+    from hpcflow.local_cluster import manager
+
+    st = manager.status(_config(nodes, controller_port, node_base_port))
+    _show(st, as_json)
+    if not st.running:
+        raise SystemExit(1)
+
+
+def _log(message: str) -> None:
+    click.echo(f"hpcflow: {message}", err=True)
+
+
+def _show(st, as_json: bool) -> None:  # noqa: ANN001
+    if as_json:
+        emit_json(st.to_dict())
+        return
+    rows = [(n.name, n.state, n.reason) for n in st.nodes]
+    print_table("local cluster: " + ("healthy" if st.running else "NOT healthy"),
+                ["node", "state", "reason"], rows)
+    for name, pid in sorted(st.daemons.items()):
+        click.echo(f"  {name:<12} pid {pid}")
+    for name in st.dead:
+        click.echo(f"  {name:<12} not running (run: hpcflow local-cluster up)")
+    click.echo(f"  slurm.conf: {st.slurm_conf}   logs: {st.log_dir}")
