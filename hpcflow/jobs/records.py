@@ -1,0 +1,149 @@
+"""hpcflow's own records of a job, kept in its run directory and in a per-user index.
+
+Slurm forgets a finished job after ``MinJobAge`` (default 300 s; slurm.conf(5)) and many clusters
+have no accounting (``sacct``: "accounting storage is disabled"), so status must also work from
+what hpcflow wrote itself: the spec, the rendered script, the submissions, and the ledger the
+batch script appends (docs/protocol.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+SPEC_FILE = "job.yaml"
+SCRIPT_FILE = "job.sbatch"
+SUBMISSIONS_FILE = "submissions.jsonl"
+STATE_DIR = ".hpcflow"
+EVENTS_FILE = "events.jsonl"
+
+
+def hpcflow_home() -> Path:
+    """Per-user state folder: ``$HPCFLOW_HOME``, else ``$XDG_STATE_HOME/hpcflow``, else
+    ``~/.local/state/hpcflow`` (XDG Base Directory specification)."""
+    if env := os.environ.get("HPCFLOW_HOME"):
+        return Path(env)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "hpcflow"
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One submission, as the per-user index keeps it.
+
+    Attributes:
+        job_id: the Slurm job id (a string: array jobs look like ``123_4``).
+        name: the job name.
+        run_dir: absolute run directory.
+        submitted_at: Unix time of the submission, in seconds.
+    """
+
+    job_id: str
+    name: str
+    run_dir: str
+    submitted_at: float
+
+    @property
+    def log_path(self) -> Path:
+        """The job log: ``<run_dir>/<name>-<job_id>.out`` (sbatch ``--output=%x-%j.out``)."""
+        return Path(self.run_dir) / f"{self.name}-{self.job_id}.out"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and a rename: readers see the old file or
+    the new one, never a half-written one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
+    """Append one JSON line (a single ``write`` of a short line, so concurrent appenders do not
+    interleave on a local filesystem)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(obj, sort_keys=True) + "\n")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read a JSON-lines file, skipping lines that are not JSON objects (a torn last line after
+    a crash is ignored, not fatal). A missing file gives an empty list."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def record_submission(record: JobRecord, script_text: str, spec_text: str) -> None:
+    """Keep the submission in the run directory and in the per-user index."""
+    run_dir = Path(record.run_dir)
+    append_jsonl(run_dir / SUBMISSIONS_FILE, {**asdict(record), "script": SCRIPT_FILE})
+    append_jsonl(hpcflow_home() / "jobs.jsonl", asdict(record))
+
+
+def write_run_files(run_dir: Path, spec_text: str, script_text: str) -> Path:
+    """Write the resolved spec and the rendered script into the run directory.
+
+    Returns:
+        The path of the script (what ``sbatch`` is given).
+    """
+    (run_dir / STATE_DIR).mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / SPEC_FILE, spec_text)
+    script = run_dir / SCRIPT_FILE
+    write_atomic(script, script_text)
+    script.chmod(0o755)
+    return script
+
+
+def known_jobs() -> list[JobRecord]:
+    """Every submission in the per-user index, oldest first (a job id listed twice keeps its
+    newest record)."""
+    by_id: dict[str, JobRecord] = {}
+    for row in read_jsonl(hpcflow_home() / "jobs.jsonl"):
+        try:
+            rec = JobRecord(str(row["job_id"]), str(row["name"]), str(row["run_dir"]),
+                            float(row["submitted_at"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        by_id.pop(rec.job_id, None)
+        by_id[rec.job_id] = rec
+    return list(by_id.values())
+
+
+def find_job(job_id: str) -> JobRecord | None:
+    """The index record of ``job_id``, or None when this user never submitted it with hpcflow."""
+    for rec in reversed(known_jobs()):
+        if rec.job_id == job_id:
+            return rec
+    return None
+
+
+def job_events(run_dir: str | Path, job_id: str) -> list[dict[str, Any]]:
+    """The ledger events of one job (a run directory may hold several jobs over time)."""
+    events = read_jsonl(Path(run_dir) / STATE_DIR / EVENTS_FILE)
+    return [e for e in events if str(e.get("job_id")) == str(job_id)]
+
+
+def now() -> float:
+    """Unix time in seconds (a seam for tests)."""
+    return time.time()

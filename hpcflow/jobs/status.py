@@ -1,0 +1,171 @@
+"""One job's status, composed from every source that may know it.
+
+Sources, most current first: ``squeue`` (pending and running jobs), ``scontrol show job``
+(also finished ones, until ``MinJobAge``), ``sacct`` (where accounting is enabled), and the
+ledger the batch script writes (always, see docs/protocol.md). Pure: the caller queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# Job states after which Slurm will not run the job again by itself (squeue(1), JOB STATE
+# CODES). PREEMPTED, REQUEUED, REQUEUE_HOLD, NODE_FAIL (with --requeue) and SUSPENDED are not
+# final: the job comes back.
+FINAL_STATES = frozenset({
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
+})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What ``hpcflow status`` reports about one job.
+
+    Attributes:
+        job_id: Slurm job id.
+        name: job name.
+        state: Slurm's state word (``PENDING``, ``RUNNING``, ``COMPLETED``...), or ``UNKNOWN``.
+        finished: the job will not run again (a requeued or preempted job is not finished).
+        attempts: how many times the batch script started (first run + restarts).
+        restarts: ``SLURM_RESTART_COUNT`` of the latest attempt.
+        elapsed_s: seconds from the first start to the end (or now), or None if never started.
+        reason: why it is pending, why it ended, or what hpcflow decided (requeue, limit).
+        exit_code: the job's exit code once finished, else None.
+        run_dir: the run directory, when known.
+        source: which source gave the state (``squeue``, ``scontrol``, ``sacct``, ``ledger``).
+    """
+
+    job_id: str
+    name: str
+    state: str
+    finished: bool
+    attempts: int
+    restarts: int
+    elapsed_s: float | None
+    reason: str
+    exit_code: int | None
+    run_dir: str | None
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _exit_code(text: str | None) -> int | None:
+    """Slurm writes exit codes as ``code:signal``; a signal death is 128 + signal."""
+    if not text:
+        return None
+    code, _, sig = text.partition(":")
+    try:
+        c, s = int(code), int(sig or 0)
+    except ValueError:
+        return None
+    return c if s == 0 else 128 + s
+
+
+def _ledger_summary(events: Sequence[Mapping[str, Any]], now_s: float) -> dict[str, Any]:
+    starts = [e for e in events if e.get("event") == "attempt_start"]
+    last = events[-1] if events else None
+    summary: dict[str, Any] = {
+        "attempts": len(starts),
+        "restarts": int(starts[-1].get("restart", 0)) if starts else 0,
+        "elapsed_s": None,
+        "state": None,
+        "reason": "",
+        "exit_code": None,
+    }
+    if starts:
+        end = float(last["time"]) if last and last.get("event") == "job_end" else now_s
+        summary["elapsed_s"] = max(0.0, end - float(starts[0]["time"]))
+    if last is None:
+        return summary
+    kind = last.get("event")
+    if kind == "job_end":
+        rc = int(last.get("rc", 1))
+        summary["exit_code"] = rc
+        summary["state"] = "COMPLETED" if rc == 0 else "FAILED"
+        summary["reason"] = str(last.get("reason", ""))
+    elif kind == "requeue":
+        summary["state"] = "REQUEUED"
+        summary["reason"] = f"preempted; requeued after checkpoint at step {last.get('step', '?')}"
+    else:
+        summary["state"] = "RUNNING"
+    return summary
+
+
+def compose_status(
+    job_id: str,
+    *,
+    name: str = "",
+    run_dir: str | None = None,
+    queue: Mapping[str, Any] | None = None,
+    show: Mapping[str, str] | None = None,
+    acct_state: str | None = None,
+    acct_exit: str | None = None,
+    events: Sequence[Mapping[str, Any]] = (),
+    now_s: float,
+) -> JobStatus:
+    """Combine the sources into one :class:`JobStatus`.
+
+    Args:
+        job_id: the job.
+        name: its name, when known from hpcflow's index.
+        run_dir: its run directory, when known.
+        queue: its ``squeue`` row as a mapping (``state``, ``reason``, ``name``), if listed.
+        show: its ``scontrol show job`` fields (``JobState``, ``Reason``, ``Restarts``,
+            ``ExitCode``, ``JobName``, ``WorkDir``), if Slurm still knows it.
+        acct_state: the job's ``sacct`` State (first word), where accounting works.
+        acct_exit: the job's ``sacct`` ExitCode (``code:signal``).
+        events: this job's ledger events, oldest first.
+        now_s: the current Unix time in seconds.
+    """
+    ledger = _ledger_summary(events, now_s)
+    restarts = ledger["restarts"]
+    attempts = ledger["attempts"]
+    reason = ledger["reason"]
+    exit_code = ledger["exit_code"]
+    if show:
+        name = name or show.get("JobName", "")
+        try:
+            restarts = max(restarts, int(show.get("Restarts", "0")))
+        except ValueError:
+            pass
+    if queue:
+        state, source = str(queue.get("state", "UNKNOWN")).upper(), "squeue"
+        name = name or str(queue.get("name", ""))
+        slurm_reason = str(queue.get("reason", ""))
+        if slurm_reason and slurm_reason not in ("None", "(null)"):
+            reason = slurm_reason if not reason else f"{slurm_reason}; {reason}"
+    elif show and show.get("JobState"):
+        state, source = show["JobState"].upper(), "scontrol"
+        exit_code = _exit_code(show.get("ExitCode")) if state in FINAL_STATES else exit_code
+        slurm_reason = show.get("Reason", "")
+        if slurm_reason and slurm_reason != "None" and not reason:
+            reason = slurm_reason
+    elif acct_state:
+        state, source = acct_state.split()[0].upper(), "sacct"
+        if state in FINAL_STATES:
+            exit_code = _exit_code(acct_exit)
+    elif ledger["state"]:
+        state, source = ledger["state"], "ledger"
+        if state == "RUNNING":
+            # The ledger says it runs, but Slurm no longer lists it: the attempt died without
+            # the script writing its end (node failure, scancel, kill).
+            state, reason = "UNKNOWN", "Slurm no longer knows the job; its last attempt left no end record"
+    else:
+        state, source = "UNKNOWN", "none"
+        reason = reason or "no source knows this job (Slurm forgot it and hpcflow has no record)"
+    finished = state in FINAL_STATES
+    if state == "PENDING" and restarts > 0:
+        reason = reason or "requeued"
+    # Slurm counts a restart when it requeues, so a pending job has run `restarts` times and a
+    # running or ended one `restarts + 1` times.
+    slurm_attempts = 0 if state == "UNKNOWN" else restarts + (0 if state == "PENDING" else 1)
+    return JobStatus(
+        job_id=job_id, name=name, state=state, finished=finished,
+        attempts=max(attempts, slurm_attempts),
+        restarts=restarts, elapsed_s=ledger["elapsed_s"], reason=reason,
+        exit_code=exit_code if finished else None, run_dir=run_dir, source=source,
+    )

@@ -1,0 +1,50 @@
+"""The local cluster's slurm.conf: what Slurm needs to emulate several nodes on one host."""
+
+from pathlib import Path
+
+import pytest
+
+from hpcflow.local_cluster.config import MARKER, LocalClusterConfig, render_slurm_conf
+
+
+def conf(**kw) -> dict[str, str]:
+    cfg = LocalClusterConfig(state_dir=Path("/tmp/x"), hostname="box", **kw)
+    text = render_slurm_conf(cfg)
+    assert text.startswith(MARKER)
+    out = {}
+    for line in text.splitlines()[1:]:
+        if line:
+            key, _, value = line.partition("=")
+            out[key] = value
+    return out
+
+
+def test_two_nodes_share_the_host_on_consecutive_ports():
+    c = conf()
+    assert c["NodeName"].startswith("n[1-2] NodeHostname=box NodeAddr=127.0.0.1 Port=[6818-6819]")
+    assert "CPUs=4" in c["NodeName"]
+
+
+def test_single_node_has_no_brackets():
+    c = conf(nodes=1)
+    assert c["NodeName"].startswith("n1 ") and "Port=6818 " in c["NodeName"]
+
+
+def test_requeue_is_enabled_and_requeue_delay_is_short():
+    c = conf(requeue_delay_s=15)
+    assert c["JobRequeue"] == "1"
+    assert c["AuthInfo"] == "cred_expire=15"
+
+
+def test_per_node_files_use_the_node_name_pattern():
+    c = conf()
+    for key in ("SlurmdPidFile", "SlurmdSpoolDir", "SlurmdLogFile"):
+        assert "%n" in c[key], key
+
+
+@pytest.mark.parametrize("kw", [pytest.param({"nodes": 0}, id="no-nodes"),
+                                pytest.param({"cpus_per_node": 0}, id="no-cpus"),
+                                pytest.param({"requeue_delay_s": 1}, id="delay-below-slurm-min")])
+def test_bad_shapes_are_refused(kw):
+    with pytest.raises(ValueError):
+        LocalClusterConfig(**kw)
