@@ -1,0 +1,56 @@
+"""Import hygiene: the CLI stays light and runtime code never reaches the CLI."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[2] / "hpcflow"
+HEAVY = ["torch", "boto3", "botocore", "pcluster", "fabric", "paramiko", "numpy", "submitit"]
+
+
+def test_cli_help_imports_no_heavy_library():
+    code = (
+        "import sys, json\n"
+        "from click.testing import CliRunner\n"
+        "from hpcflow.cli.main import cli\n"
+        "r = CliRunner().invoke(cli, ['--help'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_runtime_never_imports_cli_or_services():
+    offenders = {}
+    for path in (PKG / "runtime").rglob("*.py"):
+        bad = {m for m in _imports(path) if m.startswith(("hpcflow.cli", "hpcflow.jobs",
+                                                          "hpcflow.slurm", "hpcflow.pcluster"))}
+        if bad:
+            offenders[str(path.relative_to(PKG))] = sorted(bad)
+    assert offenders == {}
+
+
+def test_library_layers_never_import_the_cli():
+    offenders = {}
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG)
+        if rel.parts[0] == "cli":
+            continue
+        bad = {m for m in _imports(path) if m.startswith("hpcflow.cli")}
+        if bad:
+            offenders[str(rel)] = sorted(bad)
+    assert offenders == {}
