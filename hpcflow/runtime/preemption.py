@@ -1,0 +1,91 @@
+"""Notice a preemption request and agree on it across ranks (docs/protocol.md, steps 3-4).
+
+A request reaches a rank two ways: SIGUSR1 (the batch script's trap forwards it through srun,
+which passes USR1 to its tasks unchanged, srun(1) "SIGNALS") or the flag file the trap writes.
+The flag file also works through a launcher that dies on USR1 (torchrun) or a library that takes
+the signal for itself. The handler only sets a flag: nothing unsafe runs inside a signal handler.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+
+class PreemptionMonitor:
+    """Watches for SIGUSR1 and a flag file; decides together with the other ranks when to stop.
+
+    Use as a context manager (or call :meth:`close`) so the previous SIGUSR1 handler comes back.
+    The handler can only be installed from the main thread (Python ``signal`` docs); elsewhere
+    the monitor relies on the flag file alone.
+
+    Args:
+        flag_path: file whose existence means "checkpoint and stop"
+            (``HPCFLOW_PREEMPT_FLAG``); ``None`` watches the signal only.
+        signum: the signal to watch.
+    """
+
+    def __init__(
+        self, flag_path: str | os.PathLike[str] | None, signum: int = signal.SIGUSR1
+    ) -> None:
+        self.flag_path = Path(flag_path) if flag_path else None
+        self.signum = signum
+        self._signalled = False
+        self._previous: Any = None
+        self._installed = False
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signum, self._on_signal)
+            self._installed = True
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signalled = True
+
+    @property
+    def signalled(self) -> bool:
+        """True once the watched signal has arrived."""
+        return self._signalled
+
+    def local_requested(self) -> bool:
+        """This rank's own view: the signal arrived or the flag file exists (one ``stat``)."""
+        if self._signalled:
+            return True
+        return self.flag_path is not None and self.flag_path.exists()
+
+    def should_stop(self) -> bool:
+        """Whether any rank saw a request (collective: every rank calls it at each step boundary).
+
+        All-reduces (MAX) the local bit so all ranks stop at the same step. Without a process
+        group (world size 1) it is :meth:`local_requested`.
+
+        Returns:
+            True on every rank if at least one rank saw a request.
+        """
+        local = self.local_requested()
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return local
+        import torch
+
+        from hpcflow.runtime.dist import collective_device
+
+        bit = torch.tensor([1 if local else 0], dtype=torch.int32, device=collective_device())
+        dist.all_reduce(bit, op=dist.ReduceOp.MAX)
+        return bool(bit.item())
+
+    def close(self) -> None:
+        """Put the previous signal handler back (idempotent)."""
+        if self._installed:
+            previous = signal.SIG_DFL if self._previous is None else self._previous
+            signal.signal(self.signum, previous)
+            self._installed = False
+
+    def __enter__(self) -> PreemptionMonitor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,83 @@
+"""The ``HPCFLOW_*`` variables the batch script exports to the program (docs/protocol.md,
+"Environment the batch script exports to the program"). All are optional: without them a program
+trains without checkpoints and only reacts to SIGUSR1. Pure: no torch, no file access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Exit status after a committed preemption checkpoint: ``EX_TEMPFAIL`` (sysexits.h, "try again").
+EXIT_PREEMPTED = 75
+
+DEFAULT_KEEP = 3
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Where the run keeps its state and how it hears about preemption.
+
+    Attributes:
+        run_dir: ``HPCFLOW_RUN_DIR``, the run directory, or ``None``.
+        checkpoint_dir: ``HPCFLOW_CHECKPOINT_DIR``; defaults to ``<run_dir>/checkpoints`` when
+            only the run directory is set; ``None`` = no checkpoints.
+        checkpoint_interval: ``HPCFLOW_CHECKPOINT_INTERVAL``, save every N steps; 0 = only when
+            preempted.
+        checkpoint_keep: ``HPCFLOW_CHECKPOINT_KEEP``, committed checkpoints to keep (>= 1).
+        preempt_flag: ``HPCFLOW_PREEMPT_FLAG``, the flag file the USR1 trap writes, or ``None``.
+        preempt_committed: ``HPCFLOW_PREEMPT_COMMITTED``, the file rank 0 writes after committing
+            the preemption checkpoint, or ``None``.
+        max_requeues: ``HPCFLOW_MAX_REQUEUES``, for information only, or ``None``.
+    """
+
+    run_dir: Path | None = None
+    checkpoint_dir: Path | None = None
+    checkpoint_interval: int = 0
+    checkpoint_keep: int = DEFAULT_KEEP
+    preempt_flag: Path | None = None
+    preempt_committed: Path | None = None
+    max_requeues: int | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> RunConfig:
+        """Read the ``HPCFLOW_*`` variables (unset or empty = default).
+
+        Raises:
+            ValueError: a number is garbled or out of range; the message names the variable.
+        """
+        run_dir = _path(environ, "HPCFLOW_RUN_DIR")
+        checkpoint_dir = _path(environ, "HPCFLOW_CHECKPOINT_DIR")
+        if checkpoint_dir is None and run_dir is not None:
+            checkpoint_dir = run_dir / "checkpoints"
+        max_requeues = environ.get("HPCFLOW_MAX_REQUEUES", "").strip()
+        return cls(
+            run_dir=run_dir,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_interval=_int(environ, "HPCFLOW_CHECKPOINT_INTERVAL", 0, minimum=0),
+            checkpoint_keep=_int(environ, "HPCFLOW_CHECKPOINT_KEEP", DEFAULT_KEEP, minimum=1),
+            preempt_flag=_path(environ, "HPCFLOW_PREEMPT_FLAG"),
+            preempt_committed=_path(environ, "HPCFLOW_PREEMPT_COMMITTED"),
+            max_requeues=(
+                _int(environ, "HPCFLOW_MAX_REQUEUES", 0, minimum=0) if max_requeues else None
+            ),
+        )
+
+
+def _path(environ: Mapping[str, str], name: str) -> Path | None:
+    value = environ.get(name, "").strip()
+    return Path(value) if value else None
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    value = environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not an integer") from None
+    if number < minimum:
+        raise ValueError(f"{name}={value!r} must be at least {minimum}")
+    return number
