@@ -1,0 +1,181 @@
+"""The last gate: the installed aws-parallelcluster package's own schema, and (``--deep``) its
+validators against an AWS endpoint.
+
+Offline check: ``pcluster.schemas.cluster_schema.ClusterSchema(cluster_name=...).load(config)``
+raises a marshmallow ``ValidationError`` with per-field messages (seen with aws-parallelcluster
+3.16.1). It needs a region and credentials in the environment; while building the config object
+it also tries ``DescribeCapacityReservations`` when reservation ids are present (3.16.1
+``cluster_config.py``, ``SlurmClusterConfig.__init__``), and tolerates its failure. The offline
+check therefore runs with dummy credentials and every AWS endpoint pointed at a closed loopback
+port, so nothing leaves the machine.
+
+Deep check: ``config.validate()`` runs ParallelCluster's validators, which call EC2, IAM, FSx...
+against the real account, or ``endpoint_url`` (e.g. a moto server).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from hpcflow.pcluster.rules import Finding, _Ctx
+
+Path = tuple[str | int, ...]
+
+# Port 9 (discard) on loopback: connections are refused at once, so boto3 fails fast offline.
+_BLOCKED_ENDPOINT = "http://127.0.0.1:9"
+_ENV_KEYS = ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+             "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_MAX_ATTEMPTS",
+             "AWS_RETRY_MODE", "AWS_EC2_METADATA_DISABLED")
+
+
+@contextlib.contextmanager
+def pcluster_env(region: str, *, offline: bool, endpoint_url: str | None = None) -> Iterator[None]:
+    """Set the process environment pcluster reads, and restore it afterwards.
+
+    Args:
+        region: the config's region.
+        offline: use dummy credentials and a refused loopback endpoint (no call leaves).
+        endpoint_url: for the deep check, another AWS endpoint (a moto server in tests).
+    """
+    saved = {k: os.environ.get(k) for k in _ENV_KEYS}
+    os.environ["AWS_DEFAULT_REGION"] = region
+    os.environ["AWS_REGION"] = region
+    if offline:
+        for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+            os.environ.pop(k, None)
+        os.environ.update(AWS_ACCESS_KEY_ID="hpcflow-offline", AWS_SECRET_ACCESS_KEY="offline",
+                          AWS_ENDPOINT_URL=_BLOCKED_ENDPOINT, AWS_MAX_ATTEMPTS="1",
+                          AWS_RETRY_MODE="standard", AWS_EC2_METADATA_DISABLED="true")
+    elif endpoint_url:
+        os.environ["AWS_ENDPOINT_URL"] = endpoint_url
+    _reset_pcluster_clients()
+    previous_disable = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)  # pcluster logs its own failed calls; we report them
+    try:
+        yield
+    finally:
+        logging.disable(previous_disable)
+        _reset_pcluster_clients()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _reset_pcluster_clients() -> None:
+    """Forget pcluster's process-wide boto3 clients and caches (``AWSApi.instance()``)."""
+    from pcluster.aws.aws_api import AWSApi
+    from pcluster.aws.common import Cache
+
+    AWSApi._instance = None
+    Cache.clear_all()
+
+
+def flatten_messages(messages: Any, prefix: Path = ()) -> list[tuple[Path, str]]:
+    """Turn marshmallow's nested ``{"Scheduling": {"SlurmQueues": {0: {...: [msg]}}}}`` into
+    ``[(("Scheduling", "SlurmQueues", 0, ...), msg)]``; ``_schema`` keys attach to their parent."""
+    out: list[tuple[Path, str]] = []
+    if isinstance(messages, Mapping):
+        for key, sub in messages.items():
+            path = prefix if key == "_schema" else prefix + (key,)
+            out.extend(flatten_messages(sub, path))
+    elif isinstance(messages, (list, tuple)):
+        for sub in messages:
+            out.extend(flatten_messages(sub, prefix))
+    else:
+        out.append((prefix, str(messages)))
+    return out
+
+
+def _value_at(cfg: Any, path: Path) -> Any:
+    node = cfg
+    for part in path:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return node
+
+
+def load_config(cfg: Mapping[str, Any], cluster_name: str = "hpcflow") -> Any:
+    """Load ``cfg`` with the real ClusterSchema; must run inside :func:`pcluster_env`.
+
+    Raises:
+        marshmallow.ValidationError: the schema rejects the config.
+    """
+    from pcluster.schemas.cluster_schema import ClusterSchema
+
+    return ClusterSchema(cluster_name=cluster_name).load(dict(cfg))
+
+
+def schema_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
+                 sources: Mapping[Path, str] | None = None) -> list[Finding]:
+    """Run the real ParallelCluster schema offline; one error finding per schema message.
+
+    Costs about 0.5 s for the first import of pcluster, then tens of milliseconds.
+    """
+    from marshmallow import ValidationError
+
+    ctx = _Ctx(sources)
+    region = str(cfg.get("Region") or "us-east-1")
+    with pcluster_env(region, offline=True):
+        try:
+            load_config(cfg, cluster_name)
+        except ValidationError as exc:
+            for path, msg in flatten_messages(exc.messages):
+                where = ctx.where(path)
+                cfg_path = _fmt(path)
+                note = f" (ParallelCluster key {cfg_path})" if where != cfg_path else ""
+                ctx.add("SCHEMA", "error", path, _value_at(cfg, path),
+                        f"rejected by the ParallelCluster schema: {msg}{note}")
+        except Exception as exc:  # noqa: BLE001 - pcluster raises many types while loading
+            ctx.add("SCHEMA", "error", (), None,
+                    f"the ParallelCluster schema could not load the config: "
+                    f"{type(exc).__name__}: {exc}")
+    return ctx.findings
+
+
+def deep_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
+               endpoint_url: str | None = None,
+               sources: Mapping[Path, str] | None = None) -> list[Finding]:
+    """Run ParallelCluster's own validators (``config.validate()``), which call AWS.
+
+    Uses the caller's credentials (environment, profile or instance role) and, when given,
+    ``endpoint_url`` for every service. Each validator failure becomes a finding whose code is
+    the validator's class name; its level is ParallelCluster's (ERROR/WARNING/INFO). Costs one
+    or more AWS calls per validator: seconds against AWS, about a second against moto.
+    """
+    from marshmallow import ValidationError
+
+    ctx = _Ctx(sources)
+    region = str(cfg.get("Region") or "us-east-1")
+    with pcluster_env(region, offline=False, endpoint_url=endpoint_url):
+        try:
+            config = load_config(cfg, cluster_name)
+            failures = config.validate()
+        except ValidationError as exc:
+            for path, msg in flatten_messages(exc.messages):
+                ctx.add("SCHEMA", "error", path, _value_at(cfg, path),
+                        f"rejected by the ParallelCluster schema: {msg}")
+            return ctx.findings
+        except Exception as exc:  # noqa: BLE001 - AWS errors surface as several pcluster types
+            ctx.add("DEEP_VALIDATION_FAILED", "error", (), None,
+                    f"ParallelCluster's validators stopped: {type(exc).__name__}: {exc}")
+            return ctx.findings
+    for failure in failures:
+        level = str(getattr(failure.level, "name", failure.level)).lower()
+        level = level if level in ("error", "warning", "info") else "error"
+        ctx.add(str(getattr(failure, "validator_type", "PclusterValidator")), level, (), None,
+                str(failure.message))
+    return ctx.findings
+
+
+def _fmt(path: Path) -> str:
+    from hpcflow.spec.loading import format_loc
+
+    return format_loc(path)
