@@ -1,0 +1,159 @@
+"""Render a :class:`~hpcflow.spec.job.JobSpec` into the batch script that ``sbatch`` runs.
+
+Pure: the output depends only on the spec and the interpreter path. The template is
+``sbatch_templates/train.sbatch.j2``; it implements docs/protocol.md. Every value that reaches
+the shell goes through the ``shquote`` filter (:func:`shlex.quote`); values on ``#SBATCH`` lines
+are double-quoted where needed (sbatch reads those lines itself, with its own quoting rules).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+import sys
+
+import jinja2
+
+from hpcflow.resources import data_dir
+from hpcflow.spec.job import JobSpec
+
+TEMPLATE = "train.sbatch.j2"
+
+# sbatch parses "#SBATCH" lines itself (not with a shell): double quotes group a value with
+# spaces, a backslash escapes the next character, '#' outside quotes starts a comment.
+_SBATCH_BARE = re.compile(r"[A-Za-z0-9._,:@/+=-]+")
+
+
+def sbatch_value(value: object, *, always_quote: bool = False) -> str:
+    """Quote a value for an ``#SBATCH --flag=VALUE`` line.
+
+    Args:
+        value: the option value.
+        always_quote: double-quote even a value that needs no quotes (used for paths).
+
+    Returns:
+        The value as is when it is made of plain characters, else in double quotes with ``\\``
+        and ``"`` escaped.
+    """
+    text = str(value)
+    if not always_quote and _SBATCH_BARE.fullmatch(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def sbatch_options(spec: JobSpec) -> list[tuple[str, str | None]]:
+    """The ``#SBATCH`` options for ``spec``, sorted by flag, values already quoted.
+
+    Sources: sbatch(1) ``--requeue``, ``--signal`` (``B:`` signals only the batch shell),
+    ``--open-mode`` (``append`` keeps every attempt's log), ``--output`` (stderr goes to the
+    same file when ``--error`` is not given; ``%x`` job name, ``%j`` job id).
+    """
+    opts: dict[str, str | None] = {
+        "--cpus-per-task": str(spec.cpus_per_task),
+        "--job-name": sbatch_value(spec.name),
+        "--nodes": str(spec.nodes),
+        "--ntasks-per-node": str(spec.tasks_per_node),
+        "--open-mode": "append",
+        "--output": sbatch_value(f"{spec.run_dir}/%x-%j.out", always_quote=True),
+        "--requeue": None,
+        "--signal": f"B:USR1@{spec.preemption.signal_lead_s}",
+        "--time": spec.time_limit,
+    }
+    if spec.gpus_per_node > 0:
+        opts["--gpus-per-node"] = str(spec.gpus_per_node)
+    if spec.partition:
+        opts["--partition"] = sbatch_value(spec.partition)
+    if spec.account:
+        opts["--account"] = sbatch_value(spec.account)
+    return sorted(opts.items())
+
+
+def srun_options(spec: JobSpec) -> list[str]:
+    """srun's options for the training step (literal words; the template shell-quotes them).
+
+    Counts are given explicitly: since Slurm 22.05 srun no longer reads ``--cpus-per-task`` from
+    the batch environment (Slurm 22.05 RELEASE_NOTES; srun(1) ``--cpus-per-task``), and
+    ``SLURM_NTASKS`` from sbatch would otherwise override the torchrun layout.
+    """
+    if spec.launcher == "torchrun":  # one torchrun per node spawns the node's ranks
+        tasks_per_node, cpus_per_task = 1, spec.tasks_per_node * spec.cpus_per_task
+    else:
+        tasks_per_node, cpus_per_task = spec.tasks_per_node, spec.cpus_per_task
+    words = [
+        "--kill-on-bad-exit=1",
+        f"--nodes={spec.nodes}",
+        f"--ntasks={spec.nodes * tasks_per_node}",
+        f"--ntasks-per-node={tasks_per_node}",
+        f"--cpus-per-task={cpus_per_task}",
+    ]
+    if spec.gpus_per_node > 0:
+        words.append(f"--gpus-per-node={spec.gpus_per_node}")
+    if spec.container is not None:  # pyxis SPANK options (github.com/NVIDIA/pyxis, README)
+        words.append(f"--container-image={spec.container.image}")
+        if spec.container.mounts:
+            words.append("--container-mounts=" + ",".join(spec.container.mounts))
+    return words
+
+
+def program_words(spec: JobSpec, python: str) -> list[str]:
+    """The program part of the step command (after srun's options, or after torchrun's)."""
+    prog = spec.program
+    if spec.launcher == "torchrun":
+        if prog.module is not None:
+            return ["-m", prog.module, *prog.args]
+        return ["--no-python", *(prog.argv or [])]
+    if prog.module is not None:
+        return [python, "-m", prog.module, *prog.args]
+    return list(prog.argv or [])
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("sbatch_templates"))),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # noqa: S701 - shell, not HTML: values go through shquote instead
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["shquote"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
+    """Render the batch script for ``spec``.
+
+    Args:
+        spec: a validated job spec.
+        python: interpreter for ``program.module`` and torchrun when the spec names none;
+            default :data:`sys.executable` (the interpreter that runs hpcflow).
+
+    Returns:
+        The script text, ending in a newline.
+
+    Raises:
+        jinja2.UndefinedError: the template uses a name the renderer does not pass (a bug).
+        FileNotFoundError: the template folder is missing from the installation.
+    """
+    interpreter = spec.program.python or python or sys.executable
+    context = {
+        "name": spec.name,
+        "sbatch_options": sbatch_options(spec),
+        "launcher": spec.launcher,
+        "run_dir": str(spec.run_dir),
+        "checkpoint_dir": str(spec.checkpoint_dir),
+        "checkpoint_interval": spec.checkpoint.interval_steps,
+        "checkpoint_keep": spec.checkpoint.keep,
+        "max_requeues": spec.preemption.max_requeues,
+        "signal_lead_s": spec.preemption.signal_lead_s,
+        "env": sorted(spec.env.items()),
+        "nodes": spec.nodes,
+        "tasks_per_node": spec.tasks_per_node,
+        "ntasks": spec.ntasks,
+        "python": interpreter,
+        "srun_options": srun_options(spec),
+        "program_words": program_words(spec, interpreter),
+    }
+    return _environment().get_template(TEMPLATE).render(**context)

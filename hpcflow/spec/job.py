@@ -1,0 +1,505 @@
+"""The job spec: what ``hpcflow submit`` reads from ``job.yaml`` and renders into an sbatch script.
+
+Every value that reaches a shell, an ``#SBATCH`` line or a Slurm filename pattern is checked
+here, so the renderer can trust the model. Shape errors (unknown key, wrong type, value out of
+range) come from pydantic; cross-field checks name the field path the same way. All problems are
+reported together in one :class:`~hpcflow.errors.SpecError` before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path, PurePath
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from hpcflow.spec.loading import apply_overrides, load_yaml_mapping, validate_model
+
+#: Slurm checks ``--signal`` times on a timer, so the signal may come up to 60 s away from the
+#: requested lead (sbatch(1), ``--signal``: "the signal may be sent up to 60 seconds earlier than
+#: specified"). The lead must cover that jitter plus time for the ranks to reach a step boundary
+#: and save; 30 s is the least that is sane for any real model.
+SIGNAL_JITTER_S = 60
+MIN_SIGNAL_LEAD_S = SIGNAL_JITTER_S + 30
+#: sbatch(1), ``--signal``: "sig_time must be an integer value between 0 and 65535".
+MAX_SIGNAL_LEAD_S = 65535
+
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_SLURM_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
+_PARTITION_RE = re.compile(r"[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# sbatch(1), "filename pattern": '%' starts a replacement symbol and a backslash anywhere turns
+# all replacement off; '"' would end the quoted #SBATCH value. Control characters (newline) would
+# end the #SBATCH line.
+_RUN_DIR_FORBIDDEN = {'"': "a double quote", "%": "'%'", "\\": "a backslash"}
+_TIME_FORMS = '"MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM" or "D-HH:MM:SS"'
+
+StrictInt = Annotated[int, Field(strict=True)]
+
+
+# --------------------------------------------------------------------------------------------
+# Field types
+
+
+def _scalar_to_str(value: Any) -> Any:
+    """Numbers become their text (``10`` -> ``"10"``); booleans are refused as ambiguous."""
+    if isinstance(value, bool):
+        raise ValueError('a boolean is ambiguous here; quote it, e.g. "true"')
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character (it cannot be passed to a program)")
+    return value
+
+
+#: A program argument or environment value: any text but NUL; numbers are taken as text.
+Text = Annotated[str, BeforeValidator(_scalar_to_str), AfterValidator(_no_nul)]
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME_RE.fullmatch(value):
+        raise ValueError(
+            "an environment variable name must match [A-Za-z_][A-Za-z0-9_]* "
+            "(letters, digits and '_', not starting with a digit)"
+        )
+    if value.startswith("HPCFLOW_"):
+        raise ValueError("names starting with HPCFLOW_ are set by hpcflow (docs/protocol.md)")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
+def _path_text(value: Any) -> str:
+    if isinstance(value, PurePath):
+        value = str(value)
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a non-empty path string")
+    if _CONTROL_RE.search(value):
+        raise ValueError("must not contain control characters such as a newline")
+    return value
+
+
+def parse_time_limit(value: str | int) -> int:
+    """Parse a Slurm time limit into seconds.
+
+    Accepts the forms of sbatch(1) ``--time``: ``"MM"``, ``"MM:SS"``, ``"HH:MM:SS"``,
+    ``"D-HH"``, ``"D-HH:MM"``, ``"D-HH:MM:SS"``, or an int of minutes. ``0``, ``INFINITE`` and
+    ``UNLIMITED`` (no limit) are refused: the preemption signal is timed from the limit.
+
+    Returns:
+        The limit in seconds (Slurm itself rounds a limit up to whole minutes).
+
+    Raises:
+        ValueError: the text is none of the forms above, a field is out of range, or it is zero.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"must be a string in one of the forms {_TIME_FORMS}")
+    if isinstance(value, int):
+        text = str(value)
+    else:
+        text = value.strip()
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if not m:
+        raise ValueError(f"is not a Slurm time; use one of {_TIME_FORMS}")
+    days_s, first, second, third = m.groups()
+    a, b, c = int(first), (int(second) if second else None), (int(third) if third else None)
+    if days_s is not None:  # D-HH[:MM[:SS]]
+        hours, minutes, seconds = a, b or 0, c or 0
+        if hours > 23:
+            raise ValueError(f"hours must be 0-23 after 'D-'; use one of {_TIME_FORMS}")
+        total = ((int(days_s) * 24 + hours) * 60 + minutes) * 60 + seconds
+        sub = [x for x in (b, c) if x is not None]
+    elif c is not None:  # HH:MM:SS
+        total, sub = (a * 60 + (b or 0)) * 60 + c, [b or 0, c]
+    elif b is not None:  # MM:SS
+        total, sub = a * 60 + b, [b]
+    else:  # MM
+        total, sub = a * 60, []
+    if any(x > 59 for x in sub):
+        raise ValueError(f"minutes and seconds must be 0-59; use one of {_TIME_FORMS}")
+    if total <= 0:
+        raise ValueError("must be more than zero (a job without a time limit gets no signal)")
+    return total
+
+
+def format_time_limit(seconds: int) -> str:
+    """``5400`` -> ``"01:30:00"``; ``93784`` -> ``"1-02:03:04"`` (sbatch(1) ``--time`` forms)."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    hms = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{hms}" if days else hms
+
+
+def _time_limit(value: Any) -> str:
+    return format_time_limit(parse_time_limit(value))
+
+
+# --------------------------------------------------------------------------------------------
+# Models
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class ProgramSpec(_Model):
+    """What each rank runs: ``python -m MODULE ARGS...`` or an explicit ``argv``."""
+
+    module: str | None = None
+    """Python module to run as ``python -m MODULE`` on every rank (give this or argv)."""
+    args: list[Text] = []
+    """Arguments after the module; passed literally (no shell expansion)."""
+    argv: list[Text] | None = None
+    """Full command line to run on every rank instead of a module, e.g. [./train, --lr, 1e-3]."""
+    python: str | None = None
+    """Python interpreter for module (and torchrun); default: the one that runs hpcflow submit."""
+
+    @field_validator("module")
+    @classmethod
+    def _module_name(cls, value: str | None) -> str | None:
+        if value is not None and not _MODULE_RE.fullmatch(value):
+            raise ValueError("must be a dotted Python module name such as 'pkg.train'")
+        return value
+
+    @field_validator("argv")
+    @classmethod
+    def _argv_shape(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0] or value[0].startswith("-")):
+            raise ValueError("must be a non-empty list whose first item is the program to run")
+        return value
+
+    @field_validator("python")
+    @classmethod
+    def _python_path(cls, value: str | None) -> str | None:
+        return None if value is None else _path_text(value)
+
+    @model_validator(mode="after")
+    def _module_or_argv(self) -> ProgramSpec:
+        problems = []
+        if (self.module is None) == (self.argv is None):
+            problems.append(("module", self.module, "give exactly one of module (+ args) or argv"))
+        if self.argv is not None and self.args:
+            problems.append(("args", self.args, "args go with module; with argv put them in argv"))
+        _raise_problems(problems)
+        return self
+
+
+class ContainerSpec(_Model):
+    """A pyxis/enroot container for every rank (srun ``--container-image``)."""
+
+    image: str
+    """Image for pyxis ``--container-image``, e.g. nvcr.io#nvidia/pytorch:24.05-py3."""
+    mounts: list[str] = []
+    """Bind mounts "SRC:DST" or "SRC:DST:ro" (absolute paths) for ``--container-mounts``."""
+
+    @field_validator("image")
+    @classmethod
+    def _image_text(cls, value: str) -> str:
+        if not value or re.search(r"[\s,]", value) or _CONTROL_RE.search(value):
+            raise ValueError("must be a non-empty image reference without spaces or commas")
+        return value
+
+    @field_validator("mounts")
+    @classmethod
+    def _mount_specs(cls, value: list[str]) -> list[str]:
+        for item in value:
+            parts = item.split(":")
+            ok = (
+                len(parts) in (2, 3)
+                and all(p.startswith("/") for p in parts[:2])
+                and (len(parts) == 2 or parts[2] in ("ro", "rw"))
+                and not re.search(r"[,\s]", item)
+                and not _CONTROL_RE.search(item)
+            )
+            if not ok:
+                raise ValueError(
+                    f"mount {item!r} must be SRC:DST or SRC:DST:ro|rw with absolute paths and "
+                    "no commas or spaces (pyxis --container-mounts)"
+                )
+        return value
+
+
+class PreemptionSpec(_Model):
+    """How the job is warned before its time limit and how often it may requeue itself."""
+
+    signal_lead_s: StrictInt = 120
+    """Seconds before the time limit that Slurm sends USR1 (step + save + 60 s jitter)."""
+    max_requeues: StrictInt = Field(default=3, ge=0)
+    """Requeue after a committed preemption checkpoint while SLURM_RESTART_COUNT is below this."""
+
+    @field_validator("signal_lead_s")
+    @classmethod
+    def _lead_range(cls, value: int) -> int:
+        if value < MIN_SIGNAL_LEAD_S:
+            raise ValueError(
+                f"must be at least {MIN_SIGNAL_LEAD_S} s: Slurm sends the signal up to "
+                f"{SIGNAL_JITTER_S} s off its mark (sbatch --signal), and the ranks need time "
+                "on top of that to finish a step and save a checkpoint"
+            )
+        if value > MAX_SIGNAL_LEAD_S:
+            raise ValueError(f"must be at most {MAX_SIGNAL_LEAD_S} s (sbatch --signal)")
+        return value
+
+
+class CheckpointSpec(_Model):
+    """Where and how often the runtime saves checkpoints."""
+
+    dir: Path | None = None
+    """Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir."""
+    keep: StrictInt = Field(default=3, ge=1)
+    """Keep the last N committed checkpoints."""
+    interval_steps: StrictInt = Field(default=0, ge=0)
+    """Save every N steps; 0 saves only when preempted."""
+
+    @field_validator("dir", mode="before")
+    @classmethod
+    def _dir_text(cls, value: Any) -> Any:
+        return None if value is None else _path_text(value)
+
+
+class JobSpec(_Model):
+    """One training job: resources, program, environment and preemption settings."""
+
+    name: str
+    """Job name (--job-name, and %x in the log file name): 1-64 of [A-Za-z0-9._-]."""
+    nodes: StrictInt = Field(default=1, ge=1)
+    """Number of nodes (--nodes)."""
+    tasks_per_node: StrictInt = Field(default=1, ge=1)
+    """Ranks per node (--ntasks-per-node); usually one per GPU."""
+    gpus_per_node: StrictInt = Field(default=0, ge=0)
+    """GPUs per node (--gpus-per-node); 0 on CPU-only nodes."""
+    cpus_per_task: StrictInt = Field(default=1, ge=1)
+    """CPU cores per rank (--cpus-per-task)."""
+    time_limit: Annotated[str, BeforeValidator(_time_limit)]
+    """Wall-time limit (--time): "MM", "HH:MM:SS", "D-HH:MM:SS", ...; kept as [D-]HH:MM:SS."""
+    partition: str | None = None
+    """Slurm partition(s) (--partition), comma-separated; default: the cluster's default."""
+    account: str | None = None
+    """Slurm account to charge (--account); default: the user's default account."""
+    run_dir: Path
+    """Run directory for logs, ledger and checkpoints; relative to the spec file's folder."""
+    program: ProgramSpec
+    """The program every rank runs."""
+    env: dict[EnvName, Text] = {}
+    """Extra environment variables for the program; values are passed literally."""
+    launcher: Literal["srun", "torchrun"] = "srun"
+    """srun: one task per rank (default); torchrun: one torchrun per node spawning the ranks."""
+    container: ContainerSpec | None = None
+    """Optional pyxis container for the ranks."""
+    preemption: PreemptionSpec = PreemptionSpec()
+    """Preemption signal lead and requeue bound."""
+    checkpoint: CheckpointSpec = CheckpointSpec()
+    """Checkpoint folder, retention and interval."""
+
+    @field_validator("name")
+    @classmethod
+    def _name_chars(cls, value: str) -> str:
+        if not _NAME_RE.fullmatch(value):
+            raise ValueError("must be 1-64 characters from [A-Za-z0-9._-] (used in file names)")
+        return value
+
+    @field_validator("partition", "account")
+    @classmethod
+    def _slurm_names(cls, value: str | None, info: ValidationInfo) -> str | None:
+        pattern = _PARTITION_RE if info.field_name == "partition" else _SLURM_NAME_RE
+        if value is not None and not pattern.fullmatch(value):
+            allowed = "comma-separated names of" if info.field_name == "partition" else "a name of"
+            raise ValueError(f"must be {allowed} [A-Za-z0-9._-]")
+        return value
+
+    @field_validator("run_dir", mode="before")
+    @classmethod
+    def _run_dir_text(cls, value: Any) -> Any:
+        text = _path_text(value)
+        bad = [label for ch, label in _RUN_DIR_FORBIDDEN.items() if ch in text]
+        if bad:
+            raise ValueError(
+                f"must not contain {', '.join(bad)}: run_dir goes into #SBATCH lines and Slurm "
+                "filename patterns; spaces, ' and $ are fine"
+            )
+        if not os.path.isabs(text):
+            raise ValueError("must be absolute here (in a spec file it is relative to the file)")
+        return Path(os.path.normpath(text))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _place_checkpoint_dir(cls, data: Any) -> Any:
+        """Fill checkpoint.dir from run_dir (default ``checkpoints``; relative = under run_dir)."""
+        if not isinstance(data, dict):
+            return data
+        run_dir, ckpt = data.get("run_dir"), data.get("checkpoint", {})
+        if isinstance(ckpt, CheckpointSpec):
+            ckpt = ckpt.model_dump()
+        if not isinstance(run_dir, str | PurePath) or not os.path.isabs(run_dir):
+            return data
+        if not isinstance(ckpt, dict):
+            return data
+        given = ckpt.get("dir")
+        if given is None:
+            given = "checkpoints"
+        if isinstance(given, str | PurePath) and not os.path.isabs(given):
+            ckpt = {**ckpt, "dir": os.path.normpath(os.path.join(run_dir, given))}
+        return {**data, "checkpoint": ckpt}
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> JobSpec:
+        lead = self.preemption.signal_lead_s
+        if lead >= self.time_limit_s:
+            _raise_problems(
+                [
+                    (
+                        "preemption.signal_lead_s",
+                        lead,
+                        f"must be less than time_limit ({self.time_limit} = {self.time_limit_s} s); Slurm "
+                        f"sends the signal up to {SIGNAL_JITTER_S} s off its mark (sbatch --signal), so "
+                        "the lead must cover that plus a step and a checkpoint save",
+                    )
+                ]
+            )
+        return self
+
+    @property
+    def time_limit_s(self) -> int:
+        """The time limit in seconds."""
+        return parse_time_limit(self.time_limit)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """The absolute checkpoint folder (``checkpoint.dir``, filled in from run_dir)."""
+        return self.checkpoint.dir or self.run_dir / "checkpoints"
+
+    @property
+    def ntasks(self) -> int:
+        """Total ranks: nodes x tasks_per_node."""
+        return self.nodes * self.tasks_per_node
+
+
+def _raise_problems(problems: list[tuple[str, Any, str]]) -> None:
+    """Raise a pydantic ValidationError whose entries carry their own field paths."""
+    if not problems:
+        return
+    details = [
+        InitErrorDetails(
+            type=PydanticCustomError("hpcflow_spec", "{msg}", {"msg": msg}),
+            loc=tuple(path.split(".")),
+            input=value,
+        )
+        for path, value, msg in problems
+    ]
+    raise ValidationError.from_exception_data("JobSpec", details)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
+    """Read, override and validate a job spec file. Writes nothing.
+
+    A relative ``run_dir`` in the file is relative to the file's folder; one given with ``--set``
+    is relative to the current directory. Unquoted YAML scalars that YAML would turn into numbers
+    (``time_limit: 1:30:00`` is the base-60 int 5400 in YAML 1.1; ``env: {MODE: 0755}`` is an
+    octal int) are taken as the text that was written, for ``time_limit``, ``env`` values and
+    program arguments.
+
+    Args:
+        path: the YAML file.
+        overrides: ``key.sub=value`` strings (``--set``), applied after the file is read.
+
+    Raises:
+        SpecError: the file cannot be read or parsed, an override is malformed, or any field is
+            invalid; the message lists every problem with its field path, value and what is allowed.
+    """
+    p = Path(path)
+    data = load_yaml_mapping(p)
+    data = _literal_scalars(data, p.read_text(encoding="utf-8"))
+    base = p.absolute().parent
+    run_dir = data.get("run_dir")
+    if isinstance(run_dir, str) and run_dir and not _CONTROL_RE.search(run_dir):
+        data["run_dir"] = os.path.normpath(base / Path(run_dir).expanduser())
+    overrides = list(overrides)
+    data = apply_overrides(data, overrides)
+    for item in overrides:
+        key, _, raw = item.partition("=")
+        key = key.strip()
+        if key == "run_dir" and isinstance(data.get("run_dir"), str) and data["run_dir"]:
+            data["run_dir"] = os.path.abspath(os.path.expanduser(data["run_dir"]))
+        elif key == "time_limit" or key.startswith("env."):
+            _keep_override_text(data, key.split("."), raw.strip())
+    return validate_model(JobSpec, data, str(p))
+
+
+_NUMERIC_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
+
+
+def _literal_scalars(data: dict[str, Any], text: str) -> dict[str, Any]:
+    """Put back the written text of unquoted scalars YAML turned into numbers or booleans."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:  # pragma: no cover - load_yaml_mapping already parsed it
+        return data
+    if not isinstance(root, yaml.MappingNode):
+        return data
+
+    def raw(node: Any) -> str | None:
+        return node.value if isinstance(node, yaml.ScalarNode) and node.tag in _NUMERIC_TAGS else None
+
+    def children(node: Any) -> dict[str, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            return {}
+        return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+
+    top = children(root)
+    if "time_limit" in top and (value := raw(top["time_limit"])) is not None:
+        data["time_limit"] = value
+    env = data.get("env")
+    if isinstance(env, dict):
+        for name, node in children(top.get("env")).items():
+            if name in env and (value := raw(node)) is not None:
+                env[name] = value
+    program = data.get("program")
+    if isinstance(program, dict):
+        for key, node in children(top.get("program")).items():
+            items = program.get(key)
+            if (
+                key in ("args", "argv")
+                and isinstance(node, yaml.SequenceNode)
+                and isinstance(items, list)
+                and len(items) == len(node.value)
+            ):
+                for i, item_node in enumerate(node.value):
+                    if (value := raw(item_node)) is not None:
+                        items[i] = value
+    return data
+
+
+def _keep_override_text(data: dict[str, Any], parts: list[str], raw: str) -> None:
+    """After ``--set time_limit=1:30:00`` keep the text when YAML made it a number or bool."""
+    node: Any = data
+    for part in parts[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and isinstance(node.get(parts[-1]), int | float | bool):
+        node[parts[-1]] = raw
