@@ -1,0 +1,172 @@
+"""On-demand EC2 prices: the AWS Price List API through a boto3 ``pricing`` client when it
+answers, else a dated table shipped with hpcflow. Every price says where it came from.
+
+Price List API: ``GetProducts`` with ``ServiceCode=AmazonEC2`` and attribute filters; each
+``PriceList`` entry is a JSON string whose ``terms.OnDemand.*.priceDimensions.*.pricePerUnit.USD``
+is the hourly price (https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/
+API_pricing_GetProducts.html). The API lives in us-east-1 (and a few other regions) whatever
+the region being priced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# USD per instance-hour, Linux, shared tenancy, us-east-1, from the EC2 On-Demand pricing page
+# (https://aws.amazon.com/ec2/pricing/on-demand/) as listed in May 2025. AWS lowered P4 and P5
+# on-demand prices in June 2025 ("up to 45%", AWS What's New, 2025-06-05): the p4d/p4de/p5 rows
+# below predate that and are likely high. Types without a figure here are priced only through the
+# Price List API.
+TABLE_AS_OF = "2025-05"
+TABLE_REGION = "us-east-1"
+TABLE_SOURCE = (f"hpcflow price table ({TABLE_REGION} Linux on-demand, "
+                f"aws.amazon.com/ec2/pricing/on-demand as of {TABLE_AS_OF})")
+PRICE_TABLE_USD_PER_H: dict[str, float] = {
+    "p4d.24xlarge": 32.7726,
+    "p4de.24xlarge": 40.9657,
+    "p5.48xlarge": 98.32,
+    "g5.xlarge": 1.006,
+    "g5.2xlarge": 1.212,
+    "g5.4xlarge": 1.624,
+    "g5.8xlarge": 2.448,
+    "g5.12xlarge": 5.672,
+    "g5.16xlarge": 4.096,
+    "g5.24xlarge": 8.144,
+    "g5.48xlarge": 16.288,
+    "g6.xlarge": 0.8048,
+    "g6.2xlarge": 0.9776,
+    "g6.4xlarge": 1.3232,
+    "g6.8xlarge": 2.0144,
+    "g6.12xlarge": 4.6016,
+    "g6.16xlarge": 3.3968,
+    "g6.24xlarge": 6.6752,
+    "g6.48xlarge": 13.3504,
+    "trn1.2xlarge": 1.34375,
+    "trn1.32xlarge": 21.50,
+    "trn1n.32xlarge": 24.78,
+    "m5.xlarge": 0.192,
+    "m5.2xlarge": 0.384,
+    "c5.xlarge": 0.17,
+}
+
+# Price List API "location" names for the regions people train in
+# (https://docs.aws.amazon.com/general/latest/gr/rande.html, region names).
+REGION_LOCATIONS: dict[str, str] = {
+    "us-east-1": "US East (N. Virginia)",
+    "us-east-2": "US East (Ohio)",
+    "us-west-2": "US West (Oregon)",
+    "eu-west-1": "EU (Ireland)",
+    "eu-central-1": "EU (Frankfurt)",
+    "ap-northeast-1": "Asia Pacific (Tokyo)",
+}
+
+
+@dataclass(frozen=True)
+class Price:
+    """One hourly on-demand price.
+
+    Attributes:
+        instance_type: the EC2 type.
+        usd_per_hour: on-demand price in USD per instance-hour.
+        source: ``price-list-api:<region>`` or :data:`TABLE_SOURCE`.
+    """
+
+    instance_type: str
+    usd_per_hour: float
+    source: str
+
+
+def price_from_table(instance_type: str, region: str) -> Price | None:
+    """The shipped figure for ``instance_type``, or None. The table holds us-east-1 prices;
+    for another region the source says so (prices differ by region)."""
+    usd = PRICE_TABLE_USD_PER_H.get(instance_type)
+    if usd is None:
+        return None
+    note = "" if region == TABLE_REGION else f"; {region} was asked, us-east-1 price shown"
+    return Price(instance_type, usd, TABLE_SOURCE + note)
+
+
+def parse_price_list(price_list: Iterable[str]) -> float | None:
+    """The hourly USD price in a ``GetProducts`` ``PriceList``, or None when absent."""
+    for raw in price_list:
+        doc = json.loads(raw) if isinstance(raw, str) else raw
+        for term in ((doc.get("terms") or {}).get("OnDemand") or {}).values():
+            for dim in (term.get("priceDimensions") or {}).values():
+                usd = (dim.get("pricePerUnit") or {}).get("USD")
+                if usd is not None and float(usd) > 0:
+                    return float(usd)
+    return None
+
+
+def price_from_api(client: Any, instance_type: str, region: str) -> Price | None:
+    """Ask the Price List API (one ``GetProducts`` call) through ``client``.
+
+    Returns None when the API has no Linux on-demand price for the type.
+
+    Raises:
+        botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError: the call failed.
+    """
+    location = REGION_LOCATIONS.get(region)
+    filters: list[Mapping[str, str]] = [
+        {"Type": "TERM_MATCH", "Field": "instanceType", "Value": instance_type},
+        {"Type": "TERM_MATCH", "Field": "operatingSystem", "Value": "Linux"},
+        {"Type": "TERM_MATCH", "Field": "tenancy", "Value": "Shared"},
+        {"Type": "TERM_MATCH", "Field": "preInstalledSw", "Value": "NA"},
+        {"Type": "TERM_MATCH", "Field": "capacitystatus", "Value": "Used"},
+    ]
+    if location:
+        filters.append({"Type": "TERM_MATCH", "Field": "location", "Value": location})
+    else:
+        filters.append({"Type": "TERM_MATCH", "Field": "regionCode", "Value": region})
+    resp = client.get_products(ServiceCode="AmazonEC2", Filters=filters, MaxResults=10)
+    usd = parse_price_list(resp.get("PriceList") or [])
+    return None if usd is None else Price(instance_type, usd, f"price-list-api:{region}")
+
+
+def make_pricing_client(endpoint_url: str | None = None) -> Any:
+    """A boto3 ``pricing`` client in us-east-1 with one attempt and short timeouts."""
+    import boto3
+    from botocore.config import Config
+
+    cfg = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=3,
+                 read_timeout=10)
+    return boto3.client("pricing", region_name="us-east-1", endpoint_url=endpoint_url, config=cfg)
+
+
+def lookup_prices(instance_types: Iterable[str], region: str, source: str = "auto",
+                  client: Any = None) -> tuple[dict[str, Price], list[str]]:
+    """Prices for several types, and notes on what was used.
+
+    Args:
+        source: ``api`` (Price List API only), ``table`` (shipped table only), or ``auto``
+            (API, then the table for whatever the API did not answer).
+        client: a ``pricing`` client; created with :func:`make_pricing_client` when needed.
+
+    Returns:
+        (prices by type, notes) where notes say why the API was not used, if it was not.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    types = sorted(set(instance_types))
+    prices: dict[str, Price] = {}
+    notes: list[str] = []
+    if source in ("auto", "api"):
+        try:
+            cli = client or make_pricing_client()
+            for it in types:
+                p = price_from_api(cli, it, region)
+                if p:
+                    prices[it] = p
+        except (BotoCoreError, ClientError) as exc:
+            notes.append(f"Price List API not reachable ({type(exc).__name__}); "
+                         + ("using the shipped table" if source == "auto" else "no prices"))
+    if source in ("auto", "table"):
+        for it in types:
+            if it not in prices:
+                p = price_from_table(it, region)
+                if p:
+                    prices[it] = p
+    return prices, notes

@@ -1,0 +1,194 @@
+"""``hpcflow cluster render|validate|instances|cost``: AWS ParallelCluster v3 configs from a
+short cluster spec, checked by hpcflow's rules and the installed ParallelCluster schema."""
+
+from __future__ import annotations
+
+import click
+
+from hpcflow.cli.output import emit_json, handles_errors
+
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
+@click.group("cluster")
+def cluster() -> None:
+    """Build and check AWS ParallelCluster v3 configs for training clusters."""
+
+
+def _print_findings(findings, err: bool = True) -> None:  # noqa: ANN001
+    for f in findings:
+        click.echo(str(f), err=err)
+
+
+@cluster.command("render")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write the ParallelCluster YAML here (default: print it).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a spec field, e.g. --set queues.0.compute.0.max_nodes=8 "
+                   "(repeatable). Lists are addressed by whole value: --set region=us-west-2.")
+@_JSON
+@handles_errors
+def render_cmd(spec: str, output: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Render SPEC to a ParallelCluster config; nothing is written unless every check passes."""
+    from hpcflow.pcluster.render import render_file
+
+    result, text = render_file(spec, output, overrides)
+    notes = [f for f in result.findings if f.level != "error"]
+    if as_json:
+        emit_json({"output": output, "config": result.config,
+                   "findings": [f.to_dict() for f in notes],
+                   "schema": _schema_version()})
+        return
+    _print_findings(notes)
+    if output:
+        click.echo(f"wrote {output} (checked by the aws-parallelcluster "
+                   f"{_schema_version()} schema)", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@cluster.command("validate")
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--deep", is_flag=True,
+              help="Also run ParallelCluster's validators, which call AWS with your credentials.")
+@click.option("--endpoint-url", help="AWS endpoint for --deep (e.g. a moto server).")
+@click.option("--cluster-name", default="hpcflow", show_default=True,
+              help="Cluster name the schema checks against.")
+@_JSON
+@handles_errors
+def validate_cmd(config: str, deep: bool, endpoint_url: str | None, cluster_name: str,
+                 as_json: bool) -> None:
+    """Check a ParallelCluster YAML file with hpcflow's rules and the real schema."""
+    from hpcflow.errors import SpecError
+    from hpcflow.pcluster.render import validate_file
+
+    result = validate_file(config, deep=deep, endpoint_url=endpoint_url,
+                           cluster_name=cluster_name)
+    if result.errors:
+        lines = [f"{config}: {f.path}: {f.message}" for f in result.errors]
+        if not as_json:
+            _print_findings([f for f in result.findings if f.level != "error"])
+        raise SpecError(f"{config}: {len(lines)} problem(s)\n  " + "\n  ".join(lines), lines)
+    if as_json:
+        emit_json({"file": config, "deep": deep, "schema": _schema_version(),
+                   "findings": [f.to_dict() for f in result.findings]})
+        return
+    _print_findings(result.findings)
+    how = " and ParallelCluster's validators" if deep else ""
+    click.echo(f"{config}: valid (hpcflow rules, aws-parallelcluster {_schema_version()} "
+               f"schema{how})")
+
+
+@cluster.command("instances")
+@click.option("--family", help="Only this family, e.g. p5, g6e, trn1.")
+@click.option("--refresh", is_flag=True,
+              help="Ask EC2 DescribeInstanceTypes now and update the on-disk cache.")
+@click.option("--region", default="us-east-1", show_default=True, help="Region for --refresh.")
+@click.option("--endpoint-url", help="EC2 endpoint for --refresh (e.g. a moto server).")
+@_JSON
+@handles_errors
+def instances_cmd(family: str | None, refresh: bool, region: str, endpoint_url: str | None,
+                  as_json: bool) -> None:
+    """Instance facts for training families: GPUs, memory, EFA, network cards."""
+    from hpcflow.pcluster.facts import list_instances
+
+    rows, where = list_instances(family, refresh=refresh, region=region,
+                                 endpoint_url=endpoint_url)
+    if as_json:
+        emit_json({"source": where, "instances": [r.to_dict() for r in rows],
+                   "sources": _sources_legend(rows)})
+        return
+    _table(f"Instance facts ({where})",
+                ["type", "vCPU", "GiB", "accel", "n", "acc GiB", "EFA", "cards", "EFA if"],
+                [(r.instance_type, r.vcpus, r.memory_mib // 1024, r.accelerator or "-",
+                  r.accelerator_count, round(r.accelerator_memory_mib / 1024, 1),
+                  "yes" if r.efa_supported else "no", r.max_network_cards, r.max_efa_interfaces)
+                 for r in rows])
+    for key, text in _sources_legend(rows).items():
+        click.echo(f"source {key}: {text}")
+
+
+def _sources_legend(rows) -> dict[str, str]:  # noqa: ANN001
+    from hpcflow.pcluster.catalog import SOURCES
+
+    legend: dict[str, str] = {}
+    for r in rows:
+        for key in (r.source, *r.figure_sources.values()):
+            legend.setdefault(key, SOURCES.get(key, "EC2 DescribeInstanceTypes (live answer)"))
+    for r in rows:
+        for fig, key in r.figure_sources.items():
+            legend[f"{r.instance_type} {fig}"] = key
+    return legend
+
+
+@cluster.command("cost")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--hours", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Hours the cluster runs.")
+@click.option("--price-source", type=click.Choice(["auto", "api", "table"]), default="auto",
+              show_default=True,
+              help="AWS Price List API, the shipped dated table, or the API then the table.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a spec field (repeatable).")
+@_JSON
+@handles_errors
+def cost_cmd(spec: str, hours: float, price_source: str, overrides: tuple[str, ...],
+             as_json: bool) -> None:
+    """Estimate what SPEC costs over --hours: floor (static nodes) to ceiling (all nodes)."""
+    from hpcflow.aws.pricing import lookup_prices
+    from hpcflow.pcluster.cost import estimate_cost, instance_types_of
+    from hpcflow.spec.cluster import load_cluster_spec
+
+    cs = load_cluster_spec(spec, list(overrides))
+    prices, notes = lookup_prices(instance_types_of(cs), cs.region, price_source)
+    est = estimate_cost(cs, hours, prices, notes)
+    if as_json:
+        emit_json(est.to_dict())
+        return
+    labels: dict[str, str] = {}
+    for ln in est.lines:
+        labels.setdefault(ln.source, f"[{len(labels) + 1}]")
+    _table(f"Estimated cost over {hours:g} h (USD)",
+                ["what", "type", "capacity", "nodes", "$/node-h", "min", "max", "src"],
+                [(ln.what, ln.instance_type, ln.capacity_type, f"{ln.nodes_min}-{ln.nodes_max}",
+                  _rate(ln.usd_per_node_hour), _money(ln.usd_min), _money(ln.usd_max),
+                  labels[ln.source]) for ln in est.lines])
+    click.echo(f"total: {_money(est.total_min)} to {_money(est.total_max)} USD")
+    for text, label in labels.items():
+        click.echo(f"{label} {text}")
+    for note in est.notes:
+        click.echo(f"note: {note}")
+
+
+def _table(title: str, columns: list[str], rows: list[tuple]) -> None:
+    """A rich table whose first two columns (names) never wrap or get cut."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, col in enumerate(columns):
+        table.add_column(col, no_wrap=i < 2)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    console = Console()
+    if not console.is_terminal:  # a pipe or a file: no width to respect, keep every figure
+        console = Console(width=140)
+    console.print(table)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def _schema_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aws-parallelcluster")
+    except PackageNotFoundError:
+        return "?"
