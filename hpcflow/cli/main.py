@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "cancel": "hpcflow.cli.jobs:cancel",
     "list": "hpcflow.cli.jobs:list_jobs",
     "local-cluster": "hpcflow.cli.local_cluster:local_cluster",
+    "cluster": "hpcflow.cli.cluster:cluster",
 }
 
 
