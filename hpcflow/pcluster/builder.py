@@ -113,6 +113,10 @@ def build_with_sources(spec: ClusterSpec, catalog: Catalog | None = None) -> Ren
         "Dashboards": {"CloudWatch": {"Enabled": mon.dashboard}},
     }
     src[("Monitoring",)] = "monitoring"
+    src[("Monitoring", "DetailedMonitoring")] = "monitoring.detailed_monitoring"
+    src[("Monitoring", "Logs", "CloudWatch", "Enabled")] = "monitoring.logs"
+    src[("Monitoring", "Logs", "CloudWatch", "RetentionInDays")] = "monitoring.log_retention_days"
+    src[("Monitoring", "Dashboards")] = "monitoring.dashboard"
     return Rendered(cfg, src)
 
 

@@ -108,9 +108,14 @@ def load_config(cfg: Mapping[str, Any], cluster_name: str = "hpcflow") -> Any:
     Raises:
         marshmallow.ValidationError: the schema rejects the config.
     """
-    from pcluster.schemas.cluster_schema import ClusterSchema
+    import warnings
 
-    return ClusterSchema(cluster_name=cluster_name).load(dict(cfg))
+    with warnings.catch_warnings():
+        # pcluster 3.16.1 still uses marshmallow's deprecated ``default=``: not ours to fix.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from pcluster.schemas.cluster_schema import ClusterSchema
+
+        return ClusterSchema(cluster_name=cluster_name).load(dict(cfg))
 
 
 def schema_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
