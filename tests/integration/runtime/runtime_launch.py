@@ -1,0 +1,192 @@
+"""Run the training program as a fake 2-node x 2-task Slurm step on this machine.
+
+Each rank gets the ``SLURM_*`` variables srun would set (srun(1), "OUTPUT ENVIRONMENT
+VARIABLES"). The two "nodes" are 127.0.0.1 and 127.0.0.2, both loopback on Linux, so the
+rendezvous host (first host of the node list) resolves without /etc/hosts. The job id is chosen so
+the port the runtime derives from it is free. Ranks are forked by ``fork_srun.py`` (one torch
+import for all of them); ``python -m hpcflow.runtime.train`` itself is run by the tests that do
+not need several ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcflow.runtime.env import PORT_BASE, PORT_SPAN
+
+NODES = 2
+TASKS_PER_NODE = 2
+WORLD_SIZE = NODES * TASKS_PER_NODE
+FORK_SRUN = Path(__file__).with_name("fork_srun.py")
+
+
+def job_id_with_free_port() -> str:
+    """A Slurm job id whose derived rendezvous port is free on 127.0.0.1 now."""
+    rng = random.Random()
+    for _ in range(200):
+        port = PORT_BASE + rng.randrange(PORT_SPAN)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return str(7 * PORT_SPAN + port - PORT_BASE)
+    raise RuntimeError(f"no free port in [{PORT_BASE}, {PORT_BASE + PORT_SPAN})")
+
+
+def base_env() -> dict[str, str]:
+    """This process's environment without any Slurm, torchrun or hpcflow variables."""
+    drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SLURM_", "HPCFLOW_")) and key not in drop
+    }
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def slurm_env(rank: int, job_id: str, restart: int, extra: dict[str, str]) -> dict[str, str]:
+    """The environment srun would give task ``rank`` of a 2x2 step, plus ``extra``."""
+    env = base_env()
+    env.update(
+        SLURM_JOB_ID=job_id,
+        SLURM_JOB_NODELIST="127.0.0.[1-2]",
+        SLURM_NTASKS=str(WORLD_SIZE),
+        SLURM_TASKS_PER_NODE=f"{TASKS_PER_NODE}(x{NODES})",
+        SLURM_PROCID=str(rank),
+        SLURM_LOCALID=str(rank % TASKS_PER_NODE),
+        SLURM_NODEID=str(rank // TASKS_PER_NODE),
+    )
+    if restart:
+        env["SLURM_RESTART_COUNT"] = str(restart)
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Step:
+    """One fake srun step: its ranks' pids and log files."""
+
+    pids: list[int]
+    logs: list[Path]
+    argv: list[str]
+    returncodes: list[int] = field(default_factory=list)
+
+    def signal(self, signum: int, ranks: list[int] | None = None) -> None:
+        """Send ``signum`` to the given ranks (all by default), as srun forwards USR1."""
+        for rank in range(len(self.pids)) if ranks is None else ranks:
+            os.kill(self.pids[rank], signum)
+
+    def kill(self) -> None:
+        """SIGKILL every rank still present (by its own pid)."""
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def rank0_lines(self, tag: str) -> list[dict]:
+        """The JSON payloads of rank 0's ``<tag> {...}`` lines, in order."""
+        lines = self.logs[0].read_text().splitlines() if self.logs[0].exists() else []
+        return [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith(tag + " ")]
+
+    def dump(self) -> str:
+        """Command, exit codes and every rank's log tail, for a failure message."""
+        parts = [f"$ {' '.join(self.argv)}  (x{len(self.pids)}) rc={self.returncodes}"]
+        for rank, log in enumerate(self.logs):
+            text = log.read_text() if log.exists() else "<no log>"
+            parts.append(f"--- rank {rank} ({log}) ---\n{text[-3000:]}")
+        return "\n".join(parts)
+
+
+class ForkSrun:
+    """Client of ``fork_srun.py``: starts steps of ``WORLD_SIZE`` ranks and waits for them."""
+
+    def __init__(self, ready_timeout_s: float = 120.0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(FORK_SRUN)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=base_env(),
+            text=True,
+        )
+        self._read(ready_timeout_s)
+        self.step: Step | None = None
+
+    def _read(self, timeout_s: float) -> dict:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        if not ready:
+            raise TimeoutError(f"fork_srun gave no answer within {timeout_s} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"fork_srun ended (rc={self.proc.poll()})")
+        return json.loads(line)
+
+    def _send(self, request: dict) -> None:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+
+    def start(
+        self,
+        log_dir: Path,
+        args: list[str],
+        *,
+        job_id: str,
+        restart: int = 0,
+        extra_env: dict[str, str] | None = None,
+    ) -> Step:
+        """Start every rank of the training program with ``args``; logs go to ``log_dir``."""
+        log_dir.mkdir(parents=True, exist_ok=True)
+        argv = ["--dist-timeout-s", "60", *args]
+        logs = [log_dir / f"rank{rank}-restart{restart}.log" for rank in range(WORLD_SIZE)]
+        envs = [slurm_env(rank, job_id, restart, extra_env or {}) for rank in range(WORLD_SIZE)]
+        self._send({"cmd": "start", "argv": argv, "env": envs, "logs": [str(p) for p in logs]})
+        pids = self._read(10.0)["pids"]
+        print(f"$ python -m hpcflow.runtime.train {' '.join(argv)}  x{WORLD_SIZE} "
+              f"(job {job_id}, restart {restart}, pids {pids})")
+        self.step = Step(pids, logs, ["python -m hpcflow.runtime.train", *argv])
+        return self.step
+
+    def wait(self, step: Step, timeout_s: float = 60.0) -> list[int]:
+        """Exit codes of every rank; on timeout kill them all and fail with their logs."""
+        self._send({"cmd": "wait"})
+        try:
+            step.returncodes = self._read(timeout_s)["returncodes"]
+        except TimeoutError:
+            step.kill()
+            step.returncodes = self._read(10.0)["returncodes"]
+            raise AssertionError(f"step ran past {timeout_s} s\n{step.dump()}") from None
+        return step.returncodes
+
+    def close(self) -> None:
+        """End the launcher (killing a step still running)."""
+        if self.proc.poll() is None:
+            try:
+                self._send({"cmd": "quit"})
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+def wait_for_line(step: Step, tag: str, predicate, timeout_s: float) -> dict:
+    """Poll rank 0's log until a ``tag`` line satisfies ``predicate``; return its payload."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for payload in step.rank0_lines(tag):
+            if predicate(payload):
+                return payload
+        time.sleep(0.05)
+    step.kill()
+    raise AssertionError(f"no matching {tag} line within {timeout_s} s\n{step.dump()}")
