@@ -44,6 +44,8 @@ PRICE_TABLE_USD_PER_H: dict[str, float] = {
     "g6.16xlarge": 3.3968,
     "g6.24xlarge": 6.6752,
     "g6.48xlarge": 13.3504,
+    "g6e.xlarge": 1.861,
+    "g6e.48xlarge": 30.13118,
     "trn1.2xlarge": 1.34375,
     "trn1.32xlarge": 21.50,
     "trn1n.32xlarge": 24.78,

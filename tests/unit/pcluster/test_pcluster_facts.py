@@ -1,0 +1,159 @@
+"""Instance facts: parsing DescribeInstanceTypes, the on-disk cache, the offline catalog; and
+prices: Price List parsing, the API path through botocore's Stubber, and the table fallback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hpcflow.aws.instances import (
+    Ec2Instances,
+    cache_path,
+    facts_from_api,
+    read_cache,
+    write_cache,
+)
+from hpcflow.aws.pricing import (
+    TABLE_SOURCE,
+    lookup_prices,
+    parse_price_list,
+    price_from_api,
+)
+from hpcflow.pcluster.catalog import FAMILIES, OFFLINE, SOURCES, Catalog
+
+# One InstanceTypes[] entry in the shape EC2 returns it (trimmed p5.48xlarge answer).
+P5_ITEM = {
+    "InstanceType": "p5.48xlarge",
+    "VCpuInfo": {"DefaultVCpus": 192},
+    "MemoryInfo": {"SizeInMiB": 2097152},
+    "GpuInfo": {"Gpus": [{"Name": "H100", "Manufacturer": "NVIDIA", "Count": 8,
+                          "MemoryInfo": {"SizeInMiB": 81920}}]},
+    "NetworkInfo": {"EfaSupported": True, "MaximumNetworkCards": 32,
+                    "EfaInfo": {"MaximumEfaInterfaces": 32}},
+}
+TRN1_ITEM = {
+    "InstanceType": "trn1.32xlarge", "VCpuInfo": {"DefaultVCpus": 128},
+    "MemoryInfo": {"SizeInMiB": 524288},
+    "NeuronInfo": {"NeuronDevices": [{"Count": 16, "Name": "Trainium",
+                                      "MemoryInfo": {"SizeInMiB": 32768}}]},
+    "NetworkInfo": {"EfaSupported": True, "MaximumNetworkCards": 8,
+                    "EfaInfo": {"MaximumEfaInterfaces": 8}},
+}
+
+
+@pytest.mark.parametrize("item, acc, count, efa, cards", [
+    pytest.param(P5_ITEM, "H100", 8, True, 32, id="p5-gpu"),
+    pytest.param(TRN1_ITEM, "Trainium", 16, True, 8, id="trn1-neuron"),
+    pytest.param({"InstanceType": "m5.xlarge", "VCpuInfo": {"DefaultVCpus": 4},
+                  "MemoryInfo": {"SizeInMiB": 16384}, "NetworkInfo": {}}, "", 0, False, 1,
+                 id="no-accelerator"),
+])
+def test_facts_from_api(item, acc, count, efa, cards):
+    f = facts_from_api(item, "test")
+    assert (f.accelerator, f.accelerator_count, f.efa_supported, f.max_network_cards) == (
+        acc, count, efa, cards)
+
+
+def test_offline_table_covers_every_training_family_with_sources():
+    assert set(FAMILIES) == {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "g5", "g6", "g6e",
+                             "trn1", "trn1n", "trn2"}
+    for f in OFFLINE.values():
+        assert f.source in SOURCES
+        assert set(f.figure_sources.values()) <= set(SOURCES)
+
+
+@pytest.mark.parametrize("instance_type, efa_ifaces", [
+    pytest.param("p4d.24xlarge", 4, id="p4d"), pytest.param("p4de.24xlarge", 4, id="p4de"),
+    pytest.param("p5.48xlarge", 32, id="p5"), pytest.param("p5e.48xlarge", 32, id="p5e"),
+    pytest.param("p5en.48xlarge", 16, id="p5en"), pytest.param("p6-b200.48xlarge", 8, id="p6"),
+    pytest.param("trn1.32xlarge", 8, id="trn1"), pytest.param("trn1n.32xlarge", 16, id="trn1n"),
+])
+def test_efa_interfaces_match_the_design_notes(instance_type, efa_ifaces):
+    assert OFFLINE[instance_type].max_efa_interfaces == efa_ifaces
+
+
+def test_catalog_suggests_and_knows_families():
+    cat = Catalog.offline()
+    assert cat.suggest("p5.48xl") == "p5.48xlarge"
+    assert cat.family_known("g6e.99xlarge") and not cat.family_known("c7i.large")
+
+
+def test_cache_round_trip_merges_and_expires(tmp_path: Path):
+    write_cache("us-east-1", [facts_from_api(P5_ITEM, "ec2:x")], tmp_path, now=1000.0)
+    write_cache("us-east-1", [facts_from_api(TRN1_ITEM, "ec2:x")], tmp_path, now=2000.0)
+    doc = json.loads(cache_path("us-east-1", tmp_path).read_text())
+    assert doc["fetched_at"] == 2000.0
+    got = read_cache("us-east-1", tmp_path)
+    assert set(got) == {"p5.48xlarge", "trn1.32xlarge"}
+    assert read_cache("us-east-1", tmp_path, max_age_s=10, now=2011.0) == {}
+    assert read_cache("eu-west-1", tmp_path) == {}
+
+
+def test_cache_fills_gaps_but_never_overrides_the_table():
+    fake = facts_from_api({**P5_ITEM, "InstanceType": "c7i.48xlarge"}, "ec2:x")
+    wrong = facts_from_api({**P5_ITEM, "InstanceType": "g6.xlarge"}, "ec2:x")
+    cat = Catalog.offline({fake.instance_type: fake, wrong.instance_type: wrong})
+    assert cat.get("c7i.48xlarge").efa_supported is True
+    assert cat.get("g6.xlarge").efa_supported is False
+
+
+def test_corrupt_cache_reads_as_empty(tmp_path: Path):
+    cache_path("us-east-1", tmp_path).write_text("{not json")
+    assert read_cache("us-east-1", tmp_path) == {}
+
+
+def _stubbed(service: str):
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client(service, region_name="us-east-1", aws_access_key_id="x",
+                          aws_secret_access_key="x")
+    return client, Stubber(client)
+
+
+def test_ec2_describe_uses_one_filtered_paginated_call():
+    client, stub = _stubbed("ec2")
+    stub.add_response("describe_instance_types", {"InstanceTypes": [P5_ITEM]},
+                      {"Filters": [{"Name": "instance-type", "Values": ["p5.*"]}]})
+    with stub:
+        rows = Ec2Instances(client, "us-east-1").describe(["p5.*"])
+    assert [r.instance_type for r in rows] == ["p5.48xlarge"]
+    assert rows[0].source.startswith("ec2:us-east-1@")
+
+
+def _price_doc(usd: str) -> str:
+    return json.dumps({"product": {"attributes": {"instanceType": "p5.48xlarge"}},
+                       "terms": {"OnDemand": {"X.Y": {"priceDimensions": {
+                           "X.Y.Z": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
+
+
+def test_parse_price_list_skips_zero_prices():
+    assert parse_price_list([_price_doc("0.0000000000"), _price_doc("55.0400000000")]) == 55.04
+    assert parse_price_list([]) is None
+
+
+def test_price_from_api_sends_the_linux_on_demand_filters():
+    client, stub = _stubbed("pricing")
+    stub.add_response("get_products", {"PriceList": [_price_doc("55.04")]})
+    with stub:
+        p = price_from_api(client, "p5.48xlarge", "us-east-1")
+    assert p is not None and p.usd_per_hour == 55.04 and p.source == "price-list-api:us-east-1"
+
+
+def test_auto_falls_back_to_the_table_and_says_why():
+    client, stub = _stubbed("pricing")
+    stub.add_client_error("get_products", service_error_code="AccessDeniedException")
+    with stub:
+        prices, notes = lookup_prices(["p5.48xlarge"], "us-east-1", "auto", client)
+    assert prices["p5.48xlarge"].source == TABLE_SOURCE
+    assert notes and "using the shipped table" in notes[0]
+
+
+def test_api_only_gives_no_price_when_unreachable():
+    client, stub = _stubbed("pricing")
+    stub.add_client_error("get_products", service_error_code="AccessDeniedException")
+    with stub:
+        prices, notes = lookup_prices(["p5.48xlarge"], "us-east-1", "api", client)
+    assert prices == {} and "no prices" in notes[0]

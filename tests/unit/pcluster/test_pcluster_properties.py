@@ -1,0 +1,116 @@
+"""Property-based: valid specs always render to schema-valid configs; invalid ones always fail
+with a SpecError (never another exception) and write no file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hpcflow.errors import SpecError
+from hpcflow.pcluster.catalog import OFFLINE
+from hpcflow.pcluster.render import check_spec, render_file
+from hpcflow.spec.cluster import ClusterSpec
+
+TYPES = sorted(OFFLINE)
+SUBNET = "subnet-0a1b2c3d4e5f60718"
+names = st.from_regex(r"[a-z][a-z0-9-]{0,15}", fullmatch=True).filter(lambda n: n != "default")
+
+
+@st.composite
+def compute(draw, capacity_block: bool):
+    it = draw(st.sampled_from(TYPES))
+    hi = draw(st.integers(1, 64))
+    lo = hi if capacity_block else draw(st.integers(0, hi))
+    c = {"instance_type": it, "max_nodes": hi, "min_nodes": lo}
+    if draw(st.booleans()):
+        c["efa"] = OFFLINE[it].efa_supported and draw(st.booleans())
+    return c
+
+
+@st.composite
+def queue(draw, name: str):
+    ctype = draw(st.sampled_from(["ondemand", "spot", "capacity_block"]))
+    q = {"name": name, "capacity_type": ctype, "subnet_ids": [SUBNET],
+         "compute": draw(st.lists(compute(ctype == "capacity_block"), min_size=1, max_size=3))}
+    for i, c in enumerate(q["compute"]):
+        c["name"] = f"c{i}"
+    if ctype == "capacity_block" or draw(st.booleans()):
+        q["reservation_id"] = "cr-0123456789abcdef0"
+    return q
+
+
+@st.composite
+def storage(draw, i: int):
+    dt = draw(st.sampled_from(["SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]))
+    s = {"name": f"fsx{i}", "mount_dir": f"/fsx{i}", "deployment_type": dt,
+         "storage_capacity_gib": draw(st.sampled_from([1200, 2400, 4800, 9600]))}
+    if dt == "PERSISTENT_1":
+        s["per_unit_storage_throughput"] = draw(st.sampled_from([50, 100, 200]))
+    elif dt == "PERSISTENT_2":
+        s["per_unit_storage_throughput"] = draw(st.sampled_from([125, 250, 500, 1000]))
+    n = draw(st.integers(0, 8))
+    s["data_repositories"] = [{"name": f"d{k}", "s3_path": f"s3://bucket-{k}/x",
+                               "fs_path": f"/d{k}"} for k in range(n)]
+    return s
+
+
+@st.composite
+def valid_spec(draw):
+    qnames = draw(st.lists(names, min_size=1, max_size=4, unique=True))
+    nstore = draw(st.integers(0, 2))
+    return {
+        "region": draw(st.sampled_from(["us-east-1", "us-west-2", "eu-west-1"])),
+        "os": draw(st.sampled_from(["alinux2023", "ubuntu2204", "rocky9"])),
+        "head_node": {"subnet_id": SUBNET, "ssh_key": "k"},
+        "queues": [draw(queue(n)) for n in qnames],
+        "storage": [draw(storage(i)) for i in range(nstore)],
+        "slurm": {"scaledown_idletime_min": draw(st.integers(-1, 120))},
+        "shared_home": draw(st.sampled_from(["head_node", "efs"])),
+    }
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(valid_spec())
+def test_valid_specs_render_to_schema_valid_configs(spec):
+    result = check_spec(ClusterSpec.model_validate(spec))
+    assert result.schema_checked
+    assert result.errors == [], [str(f) for f in result.errors]
+
+
+BREAKERS = {
+    "efa-unsupported": lambda s: s["queues"][0]["compute"][0].update(
+        instance_type="g5.xlarge", efa=True),
+    "bad-throughput": lambda s: s.update(storage=[{"name": "f", "storage_capacity_gib": 1200,
+                                                   "per_unit_storage_throughput": 300}]),
+    "bad-capacity": lambda s: s.update(storage=[{"name": "f", "storage_capacity_gib": 1300,
+                                                 "deployment_type": "SCRATCH_2"}]),
+    "queue-name": lambda s: s["queues"][0].update(name="Queue_1"),
+    "min-above-max": lambda s: s["queues"][0]["compute"][0].update(min_nodes=99, max_nodes=1),
+    "unknown-key": lambda s: s.update(regoin="us-east-1"),
+    "bad-enum": lambda s: s["queues"][0].update(capacity_type="on-demand"),
+    "wrong-type": lambda s: s["queues"][0]["compute"][0].update(max_nodes="many"),
+    "forbidden-slurm": lambda s: s.update(slurm={"custom_settings": {"Epilog": "/x"}}),
+    "typo-type": lambda s: s["queues"][0]["compute"][0].update(instance_type="p4d.24xl"),
+}
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(valid_spec(), st.sampled_from(sorted(BREAKERS)))
+def test_invalid_specs_fail_cleanly_and_write_nothing(tmp_path: Path, spec, breaker):
+    BREAKERS[breaker](spec)
+    workdir = tmp_path / breaker
+    workdir.mkdir(exist_ok=True)
+    src = workdir / "spec.yaml"
+    src.write_text(yaml.safe_dump(spec))
+    out = workdir / "cluster.yaml"
+    try:
+        render_file(src, out)
+    except SpecError as exc:
+        assert str(exc).strip()
+    else:
+        raise AssertionError(f"{breaker}: render accepted an invalid spec")
+    assert sorted(p.name for p in workdir.iterdir()) == ["spec.yaml"]
