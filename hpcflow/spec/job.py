@@ -355,6 +355,8 @@ class JobSpec(_Model):
             ckpt = ckpt.model_dump()
         if not isinstance(run_dir, str | PurePath) or not os.path.isabs(run_dir):
             return data
+        if _CONTROL_RE.search(str(run_dir)):  # reported once, on run_dir
+            return data
         if not isinstance(ckpt, dict):
             return data
         given = ckpt.get("dir")
