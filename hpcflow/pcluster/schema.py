@@ -175,8 +175,10 @@ def deep_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
     for failure in failures:
         level = str(getattr(failure.level, "name", failure.level)).lower()
         level = level if level in ("error", "warning", "info") else "error"
-        ctx.add(str(getattr(failure, "validator_type", "PclusterValidator")), level, (), None,
-                str(failure.message))
+        name = str(getattr(failure, "validator_type", "") or "validator")
+        # ParallelCluster's failures carry no field path; the validator's name says what it checked.
+        ctx.findings.append(Finding(name, level, f"ParallelCluster {name}", None,
+                                    str(failure.message)))
     return ctx.findings
 
 
