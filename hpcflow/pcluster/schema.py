@@ -55,9 +55,11 @@ def pcluster_env(region: str, *, offline: bool, endpoint_url: str | None = None)
     _reset_pcluster_clients()
     previous_disable = logging.root.manager.disable
     logging.disable(logging.CRITICAL)  # pcluster logs its own failed calls; we report them
+    restore_region = _fast_region(region)
     try:
         yield
     finally:
+        restore_region()
         logging.disable(previous_disable)
         _reset_pcluster_clients()
         for k, v in saved.items():
@@ -65,6 +67,27 @@ def pcluster_env(region: str, *, offline: bool, endpoint_url: str | None = None)
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _fast_region(region: str):  # noqa: ANN202
+    """Answer pcluster's ``get_region()`` from ``region`` while loading.
+
+    aws-parallelcluster 3.16.1 ``cluster_config.py`` calls ``pcluster.aws.common.get_region()``
+    once per queue, and each call builds a ``boto3.session.Session()`` only to read the region
+    this context has just put in ``AWS_DEFAULT_REGION`` (about 33 ms each: 1.7 s for 50 queues).
+    Returns a function that restores the original.
+    """
+    import pcluster.config.cluster_config as cc
+
+    original = getattr(cc, "get_region", None)
+    if original is None:
+        return lambda: None
+    cc.get_region = lambda: region
+
+    def restore() -> None:
+        cc.get_region = original
+
+    return restore
 
 
 def _reset_pcluster_clients() -> None:

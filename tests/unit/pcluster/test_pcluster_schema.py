@@ -46,9 +46,13 @@ def test_offline_check_restores_the_environment(monkeypatch, base_spec, preset):
         monkeypatch.delenv(key, raising=False)
     for key, value in preset.items():
         monkeypatch.setenv(key, value)
+    import pcluster.config.cluster_config as cc
+
     before = dict(os.environ)
+    get_region = cc.get_region
     base_spec["queues"][0].update(capacity_type="capacity_block",
                                   reservation_id="cr-0123456789abcdef0")
     config = build_cluster_config(ClusterSpec.model_validate(base_spec))
     assert schema_check(config) == []
     assert dict(os.environ) == before
+    assert cc.get_region is get_region
