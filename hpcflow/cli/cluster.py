@@ -25,8 +25,8 @@ def _print_findings(findings, err: bool = True) -> None:  # noqa: ANN001
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the ParallelCluster YAML here (default: print it).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a spec field, e.g. --set queues.0.compute.0.max_nodes=8 "
-                   "(repeatable). Lists are addressed by whole value: --set region=us-west-2.")
+              help="Override a spec field, e.g. --set slurm.scaledown_idletime_min=5 "
+                   "(repeatable; dotted keys walk into mappings, lists are replaced whole).")
 @_JSON
 @handles_errors
 def render_cmd(spec: str, output: str | None, overrides: tuple[str, ...], as_json: bool) -> None:

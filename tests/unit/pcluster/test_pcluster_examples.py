@@ -75,3 +75,16 @@ def test_capacity_block_example_is_static_without_placement_group():
     assert queue["CapacityType"] == "CAPACITY_BLOCK"
     assert cr["MinCount"] == cr["MaxCount"] == 4
     assert queue["Networking"]["PlacementGroup"] == {"Enabled": False}
+
+
+def test_admin_guide_spec_renders_to_a_valid_p5_config_with_efa_and_fsx(tmp_path: Path):
+    guide = Path(__file__).resolve().parents[3] / "docs" / "admin-guide.md"
+    text = guide.read_text()
+    block = text.split("Save this as `cluster.spec.yaml`:\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    spec = tmp_path / "cluster.spec.yaml"
+    spec.write_text(block)
+    result, _ = render_file(spec, tmp_path / "cluster.yaml")
+    assert result.schema_checked and result.errors == []
+    queue = result.config["Scheduling"]["SlurmQueues"][0]
+    assert queue["ComputeResources"][0]["Efa"] == {"Enabled": True}
+    assert result.config["SharedStorage"][0]["StorageType"] == "FsxLustre"
