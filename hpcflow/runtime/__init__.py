@@ -1,0 +1,40 @@
+"""Code that runs inside a Slurm job on every rank (DESIGN.md §1, docs/protocol.md).
+
+Modules, one job each:
+
+- :mod:`~hpcflow.runtime.env`: ``DistEnv`` from Slurm / torchrun variables (pure, no torch)
+- :mod:`~hpcflow.runtime.dist`: join and leave the process group
+- :mod:`~hpcflow.runtime.preemption`: SIGUSR1 + flag file, agreed across ranks
+- :mod:`~hpcflow.runtime.commit`: checkpoint directory layout and commit records (no torch)
+- :mod:`~hpcflow.runtime.checkpoint`: ``CheckpointManager``: DCP save, commit, prune, load
+- :mod:`~hpcflow.runtime.rng`, :mod:`~hpcflow.runtime.sampler`, :mod:`~hpcflow.runtime.trainstate`:
+  what an exact resume needs
+- :mod:`~hpcflow.runtime.train`: the example program, ``python -m hpcflow.runtime.train``
+
+The names below are imported on first use, so ``import hpcflow.runtime`` never imports torch.
+This package never imports ``hpcflow.cli``, ``hpcflow.slurm`` or ``hpcflow.jobs``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DistEnv": "hpcflow.runtime.env",
+    "dist_env_from": "hpcflow.runtime.env",
+    "init_distributed": "hpcflow.runtime.dist",
+    "shutdown": "hpcflow.runtime.dist",
+    "PreemptionMonitor": "hpcflow.runtime.preemption",
+    "CheckpointManager": "hpcflow.runtime.checkpoint",
+    "TrainState": "hpcflow.runtime.trainstate",
+    "ResumableSampler": "hpcflow.runtime.sampler",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'hpcflow.runtime' has no attribute {name!r}")

@@ -6,6 +6,7 @@ done. Data parallelism is FSDP2 ``fully_shard`` over the whole world (gloo on CP
 
 Rank 0 prints one machine-readable JSON line per event on stdout (flushed):
 
+- ``hpcflow-start {"world_size": W, "launcher": L, "backend": B, "job_id": J, "restart_count": R}``
 - ``hpcflow-resume {"step": N}``  resumed from committed step N (next step is N+1)
 - ``hpcflow-step {"step": N, "loss": L, "step_time_s": T}``  after each step; ``loss`` is the mean
   over ranks
@@ -102,8 +103,9 @@ def build(args: argparse.Namespace, env: DistEnv) -> tuple[Any, Any, Any]:
     from hpcflow.runtime import toy
 
     config = toy.ToyConfig()
+    device = hdist.collective_device()  # the local GPU under NCCL, else the CPU
     torch.manual_seed(args.seed)  # same initial weights on every rank
-    model = toy.build_model(config)
+    model = toy.build_model(config).to(device)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer)
@@ -115,7 +117,8 @@ def build(args: argparse.Namespace, env: DistEnv) -> tuple[Any, Any, Any]:
     torch.manual_seed(rank_seed)
     random.seed(rank_seed)
     np.random.seed(rank_seed % 2**32)
-    return model, (optimizer, scheduler), toy.build_dataset(config)
+    x_ND, y_N1 = toy.build_dataset(config)
+    return model, (optimizer, scheduler), (x_ND.to(device), y_N1.to(device))
 
 
 def train_step(model: Any, optimizer: Any, scheduler: Any, x_BD: Any, y_B1: Any) -> float:
@@ -134,7 +137,9 @@ def train_step(model: Any, optimizer: Any, scheduler: Any, x_BD: Any, y_B1: Any)
     return float(total.item()) / hdist.get_world_size()
 
 
-def run(args: argparse.Namespace, config: RunConfig, env: DistEnv) -> int:
+def run(
+    args: argparse.Namespace, config: RunConfig, env: DistEnv, monitor: PreemptionMonitor
+) -> int:
     """Resume, train and checkpoint; returns the exit code (collective on every rank)."""
     from hpcflow.runtime.sampler import ResumableSampler
     from hpcflow.runtime.trainstate import TrainState
@@ -150,7 +155,11 @@ def run(args: argparse.Namespace, config: RunConfig, env: DistEnv) -> int:
             config.checkpoint_dir,
             keep=config.checkpoint_keep,
             interval_steps=config.checkpoint_interval,
-            extra_record={"world_size": env.world_size, "job_id": env.job_id},
+            extra_record={
+                "job_id": env.job_id,
+                "restart_count": env.restart_count,
+                "mesh": {"dp": env.world_size},
+            },
         )
         for path in ckpt.clean_partial():
             log(env, f"removed partial checkpoint {path}")
@@ -159,26 +168,25 @@ def run(args: argparse.Namespace, config: RunConfig, env: DistEnv) -> int:
             ckpt.load(latest, app)
             last_saved = latest
             emit(env, "hpcflow-resume", {"step": state.step})
-    with PreemptionMonitor(config.preempt_flag) as monitor:
-        while state.step < args.steps:
-            started = time.monotonic()
-            indices = sampler.next_indices()
-            loss = train_step(model, optimizer, scheduler, x_ND[indices], y_N1[indices])
-            if args.step_time_s:
-                time.sleep(args.step_time_s)
-            state.step += 1
-            emit(env, "hpcflow-step", {
-                "step": state.step, "loss": loss, "step_time_s": time.monotonic() - started,
-            })
-            stop = monitor.should_stop() and state.step < args.steps
-            if stop and ckpt is None:
-                log(env, "preemption requested but no checkpoint directory is set; stopping")
-                return EXIT_FAILED
-            if stop or (ckpt is not None and ckpt.due(state.step)):
-                save(env, ckpt, state.step, app, "preempt" if stop else "interval")
-                last_saved = state.step
-            if stop:
-                return preempted(env, config, state.step)
+    while state.step < args.steps:
+        started = time.monotonic()
+        indices = sampler.next_indices()
+        loss = train_step(model, optimizer, scheduler, x_ND[indices], y_N1[indices])
+        if args.step_time_s:
+            time.sleep(args.step_time_s)
+        state.step += 1
+        emit(env, "hpcflow-step", {
+            "step": state.step, "loss": loss, "step_time_s": time.monotonic() - started,
+        })
+        stop = monitor.should_stop() and state.step < args.steps
+        if stop and ckpt is None:
+            log(env, "preemption requested but no checkpoint directory is set; stopping")
+            return EXIT_FAILED
+        if stop or (ckpt is not None and ckpt.due(state.step)):
+            save(env, ckpt, state.step, app, "preempt" if stop else "interval")
+            last_saved = state.step
+        if stop:
+            return preempted(env, config, state.step)
     if ckpt is not None and last_saved != state.step:
         save(env, ckpt, state.step, app, "final")
     emit(env, "hpcflow-done", {"step": state.step, "params_sha256": params_sha256(model)})
@@ -216,17 +224,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"hpcflow-runtime: bad environment: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
-    try:
-        hdist.init_distributed(env, timeout_s=args.dist_timeout_s)
-        return run(args, config, env)
-    except HpcflowError as exc:
-        log(env, f"error: {exc}")
-        return exc.exit_code
-    except Exception:  # any other failure: full evidence, non-zero, never 75
-        log(env, "failed:\n" + traceback.format_exc())
-        return EXIT_FAILED
-    finally:
-        hdist.shutdown()
+    # First, before torch is imported: USR1's default action would kill the process.
+    with PreemptionMonitor(config.preempt_flag) as monitor:
+        try:
+            backend = hdist.init_distributed(env, timeout_s=args.dist_timeout_s)
+            emit(env, "hpcflow-start", {
+                "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
+                "job_id": env.job_id, "restart_count": env.restart_count,
+            })
+            return run(args, config, env, monitor)
+        except HpcflowError as exc:
+            log(env, f"error: {exc}")
+            return exc.exit_code
+        except Exception:  # any other failure: full evidence, non-zero, never 75
+            log(env, "failed:\n" + traceback.format_exc())
+            return EXIT_FAILED
+        finally:
+            hdist.shutdown()
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import hpcflow.runtime
 from hpcflow.runtime.env import (
     PORT_BASE,
     PORT_SPAN,
@@ -165,7 +168,28 @@ def test_parse_tasks_per_node(value, expected):
     assert parse_tasks_per_node(value) == expected
 
 
-def test_importing_env_does_not_import_torch():
-    code = "import sys, hpcflow.runtime.env, hpcflow.runtime.train; print('torch' in sys.modules)"
+def test_importing_env_and_the_package_does_not_import_torch():
+    code = (
+        "import sys, hpcflow.runtime, hpcflow.runtime.env, hpcflow.runtime.train; "
+        "hpcflow.runtime.DistEnv; print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_runtime_imports_only_errors_hostlist_and_itself():
+    allowed = ("hpcflow.errors", "hpcflow.hostlist", "hpcflow.runtime")
+    runtime_dir = Path(hpcflow.runtime.__file__).parent
+    offenders = []
+    for path in sorted(runtime_dir.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [
+                f"{path.name}: {name}" for name in names
+                if name.split(".")[0] == "hpcflow" and not name.startswith(allowed)
+            ]
+    assert offenders == []
