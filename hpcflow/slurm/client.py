@@ -1,0 +1,262 @@
+"""Talk to Slurm from outside a job: submit, cancel, requeue and query.
+
+:class:`SlurmClient` runs Slurm's own commands through a *runner* it is given (by default
+:func:`run_command`), so tests can replay output captured from a real cluster. The parsing lives
+in :mod:`hpcflow.slurm.parse`. Transient controller errors are retried a few times with tenacity;
+everything else raises with the evidence (command, exit status, tail of stderr).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
+
+from hpcflow.errors import HpcflowError, SlurmQueryError, SubmitError
+from hpcflow.slurm.parse import (
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    AcctRow,
+    QueueEntry,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_scontrol_show_job,
+    parse_squeue,
+    pick_job_record,
+)
+
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+#: Messages of a controller that is busy or restarting (Slurm's error table,
+#: ``slurm_strerror``): worth a retry.
+TRANSIENT_RE = re.compile(
+    r"Socket timed out on send/recv operation|Unable to contact slurm controller"
+    r"|Slurm backup controller in standby mode|Resource temporarily unavailable",
+    re.IGNORECASE,
+)
+#: Slurm never received the request, so even a submission can be retried without a duplicate.
+NOT_SENT_RE = re.compile(r"Unable to contact slurm controller \(connect failure\)", re.IGNORECASE)
+INVALID_JOB_RE = re.compile(r"Invalid job id specified", re.IGNORECASE)
+NO_ACCOUNTING_RE = re.compile(r"accounting storage is disabled", re.IGNORECASE)
+_TAIL_LINES = 10
+
+
+def run_command(
+    argv: Sequence[str], *, input: str | None = None, timeout_s: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """Run a command without a shell and capture its text output. Never raises on exit status.
+
+    Args:
+        argv: the command and its arguments.
+        input: text fed to its stdin.
+        timeout_s: seconds before it is killed.
+
+    Raises:
+        FileNotFoundError: the program is not installed.
+        subprocess.TimeoutExpired: it ran longer than ``timeout_s``.
+    """
+    return subprocess.run(
+        list(argv), input=input, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+
+
+def _evidence(argv: Sequence[str], result: subprocess.CompletedProcess[str]) -> str:
+    tail = "\n".join((result.stderr or result.stdout or "").strip().splitlines()[-_TAIL_LINES:])
+    return f"(exit {result.returncode}): {' '.join(argv)}" + (f"\n{tail}" if tail else "")
+
+
+class SlurmClient:
+    """Slurm's command-line tools as a small typed API.
+
+    Args:
+        runner: called as ``runner(argv, input=None, timeout_s=...)``; returns a
+            ``CompletedProcess`` with text stdout/stderr. Default :func:`run_command`.
+        attempts: tries for a command that fails with a transient controller error (>= 1).
+        retry_wait_s: first wait between tries in seconds; doubles each time (max 8 s).
+        timeout_s: per-command timeout in seconds.
+    """
+
+    def __init__(
+        self,
+        runner: Runner = run_command,
+        *,
+        attempts: int = 3,
+        retry_wait_s: float = 1.0,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self._runner = runner
+        self._attempts = max(1, attempts)
+        self._retry_wait_s = retry_wait_s
+        self._timeout_s = timeout_s
+
+    # ---- plumbing ---------------------------------------------------------------------------
+
+    def _run(
+        self,
+        argv: list[str],
+        *,
+        error: type[HpcflowError] = SlurmQueryError,
+        retry_re: re.Pattern[str] = TRANSIENT_RE,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``argv``, retrying while it fails with a message matching ``retry_re``.
+
+        Raises:
+            error: the program is missing or timed out (the last transient failure is returned,
+                not raised: callers decide what a non-zero status means).
+        """
+
+        def transient(result: subprocess.CompletedProcess[str]) -> bool:
+            return result.returncode != 0 and bool(retry_re.search(result.stderr or ""))
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential(multiplier=self._retry_wait_s, max=8),
+            retry=retry_if_result(transient),
+            retry_error_callback=lambda state: state.outcome.result(),
+            reraise=True,
+        )
+        try:
+            return retrying(self._runner, argv, timeout_s=self._timeout_s)
+        except FileNotFoundError:
+            raise error(
+                f"{argv[0]} is not installed or not on PATH (Slurm's client commands are needed)"
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise error(f"timed out after {self._timeout_s:g} s: {' '.join(argv)}") from None
+
+    def _check(self, argv: list[str], result: subprocess.CompletedProcess[str], what: str) -> None:
+        if result.returncode != 0:
+            raise SlurmQueryError(f"{what} failed {_evidence(argv, result)}")
+
+    # ---- control ----------------------------------------------------------------------------
+
+    def submit(self, script_path: str | Path, *, chdir: str | Path | None = None) -> str:
+        """Submit a batch script with ``sbatch --parsable`` and return the job id.
+
+        Args:
+            script_path: the batch script (its ``#SBATCH`` lines carry the options).
+            chdir: working directory of the job (sbatch ``--chdir``); default: sbatch's own
+                (the current directory).
+
+        Raises:
+            SubmitError: sbatch refused the job or printed no job id; the message holds the
+                command, its exit status and the tail of its stderr. A submission is retried
+                only when the controller could not be reached at all (so never twice).
+        """
+        argv = ["sbatch", "--parsable"]
+        if chdir is not None:
+            argv.append(f"--chdir={chdir}")
+        argv.append(str(script_path))
+        result = self._run(argv, error=SubmitError, retry_re=NOT_SENT_RE)
+        if result.returncode != 0:
+            raise SubmitError(f"sbatch refused the job {_evidence(argv, result)}")
+        try:
+            return parse_sbatch_parsable(result.stdout)
+        except ValueError as exc:
+            raise SubmitError(f"{exc} {_evidence(argv, result)}") from None
+
+    def cancel(self, job_id: str, *, signal: str | None = None, batch_only: bool = False) -> None:
+        """Cancel a job, or send it a signal (scancel(1) ``--signal``, ``--batch``).
+
+        Args:
+            job_id: ``"123"`` or ``"120_3"``.
+            signal: e.g. ``"USR1"``; ``None`` cancels the job.
+            batch_only: signal only the batch shell (how a test sends the preemption signal).
+
+        Raises:
+            SlurmQueryError: scancel failed or reported an error (e.g. an unknown job id).
+        """
+        argv = ["scancel"]
+        if signal is not None:
+            argv.append(f"--signal={signal}")
+        if batch_only:
+            argv.append("--batch")
+        argv.append(job_id)
+        result = self._run(argv)
+        # scancel's exit status does not always reflect per-job errors: 22.05 exits 0 and prints
+        # nothing for an unknown id (seen here), so an "error:" line on stderr counts too.
+        if result.returncode != 0 or "error:" in (result.stderr or ""):
+            raise SlurmQueryError(f"scancel failed {_evidence(argv, result)}")
+
+    def requeue(self, job_id: str) -> None:
+        """``scontrol requeue <job_id>`` (needs ``--requeue`` or ``JobRequeue=1``).
+
+        Raises:
+            SlurmQueryError: scontrol refused (unknown job, not requeueable, ...).
+        """
+        argv = ["scontrol", "requeue", job_id]
+        self._check(argv, self._run(argv), "scontrol requeue")
+
+    # ---- queries ----------------------------------------------------------------------------
+
+    def queue(self, job_ids: Sequence[str] | None = None) -> list[QueueEntry]:
+        """Jobs the controller knows: pending, running, and recently finished (kept for
+        MinJobAge), one entry per array element.
+
+        Args:
+            job_ids: only these jobs; ``None`` lists every job.
+
+        Returns:
+            The entries, in squeue's order; ``[]`` when none of ``job_ids`` is known any more.
+
+        Raises:
+            SlurmQueryError: squeue failed, or its output could not be parsed.
+        """
+        argv = ["squeue", "--noheader", "--array", "--states=all", f"--Format={SQUEUE_FORMAT}"]
+        if job_ids:
+            argv.append("--jobs=" + ",".join(job_ids))
+        result = self._run(argv)
+        if result.returncode != 0 and job_ids and INVALID_JOB_RE.search(result.stderr or ""):
+            return []
+        self._check(argv, result, "squeue")
+        try:
+            return parse_squeue(result.stdout)
+        except ValueError as exc:
+            raise SlurmQueryError(f"{exc} {_evidence(argv, result)}") from None
+
+    def show_job(self, job_id: str) -> dict[str, str] | None:
+        """``scontrol show job -o <job_id>`` as ``{key: value}``.
+
+        Returns:
+            The record (for an array's own id: the element whose JobId is that id), or ``None``
+            when Slurm says "Invalid job id" (unknown, or finished longer ago than MinJobAge).
+
+        Raises:
+            SlurmQueryError: scontrol failed for another reason.
+        """
+        argv = ["scontrol", "show", "job", "-o", job_id]
+        result = self._run(argv)
+        if result.returncode != 0 and INVALID_JOB_RE.search(result.stderr or ""):
+            return None
+        self._check(argv, result, "scontrol show job")
+        return pick_job_record(parse_scontrol_show_job(result.stdout), job_id)
+
+    def accounting(self, job_id: str) -> list[AcctRow] | None:
+        """Every attempt and step of a job from ``sacct --duplicates`` (requeued attempts too).
+
+        Returns:
+            The rows, or ``None`` when the cluster keeps no accounting ("accounting storage is
+            disabled": no slurmdbd, as on the local cluster).
+
+        Raises:
+            SlurmQueryError: sacct failed for another reason, or printed an unexpected line.
+        """
+        argv = [
+            "sacct",
+            "--parsable2",
+            "--noheader",
+            "--duplicates",
+            f"--format={','.join(SACCT_FIELDS)}",
+            f"--jobs={job_id}",
+        ]
+        result = self._run(argv)
+        if NO_ACCOUNTING_RE.search((result.stderr or "") + (result.stdout or "")):
+            return None
+        self._check(argv, result, "sacct")
+        try:
+            return parse_sacct(result.stdout)
+        except ValueError as exc:
+            raise SlurmQueryError(f"{exc} {_evidence(argv, result)}") from None

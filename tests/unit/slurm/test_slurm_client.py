@@ -1,0 +1,200 @@
+"""SlurmClient against a runner that replays output captured from a real Slurm 22.05 cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpcflow.errors import SlurmQueryError, SubmitError
+from hpcflow.slurm.client import SlurmClient, run_command
+
+OUTPUT = Path(__file__).parent / "slurm_output"
+TIMED_OUT = "slurm_load_jobs error: Socket timed out on send/recv operation\n"
+NO_CONTACT = "sbatch: error: Batch job submission failed: Unable to contact slurm controller " \
+             "(connect failure)\n"
+
+
+def completed(argv: Sequence[str], rc: int, stdout: str = "", stderr: str = "") -> Any:
+    return subprocess.CompletedProcess(list(argv), rc, stdout, stderr)
+
+
+class Replay:
+    """A runner that answers with captured records and checks the command matches."""
+
+    def __init__(self, *names: str) -> None:
+        self.records = [json.loads((OUTPUT / f"{n}.json").read_text()) for n in names]
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str], *, input: str | None = None, timeout_s: float = 60):
+        self.calls.append(list(argv))
+        rec = self.records[len(self.calls) - 1]
+        assert list(argv) == rec["argv"], "the client no longer runs the captured command"
+        return completed(argv, rec["returncode"], rec["stdout"], rec["stderr"])
+
+
+class Scripted:
+    """A runner that returns the given (rc, stdout, stderr) answers in turn."""
+
+    def __init__(self, *answers: tuple[int, str, str] | BaseException) -> None:
+        self.answers = list(answers)
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str], *, input: str | None = None, timeout_s: float = 60):
+        self.calls.append(list(argv))
+        answer = self.answers[len(self.calls) - 1]
+        if isinstance(answer, BaseException):
+            raise answer
+        return completed(argv, *answer)
+
+
+def client(runner: Any) -> SlurmClient:
+    return SlurmClient(runner, attempts=3, retry_wait_s=0)
+
+
+# ---- replayed real output --------------------------------------------------------------------
+
+
+def test_submit_returns_the_job_id() -> None:
+    runner = Replay("sbatch_ok")
+    assert client(runner).submit("/scratch/capture/run.sh", chdir="/scratch/capture") == "32"
+
+
+def test_submit_path_with_spaces_is_one_argument() -> None:
+    runner = Replay("sbatch_spaces")
+    job_id = client(runner).submit(
+        "/scratch/capture/dir with space/my job.sh", chdir="/scratch/capture/dir with space"
+    )
+    assert job_id == "33"
+
+
+def test_refused_submission_raises_submit_error_with_evidence() -> None:
+    runner = Replay("sbatch_bad_partition")
+    with pytest.raises(SubmitError) as info:
+        client(runner).submit("/scratch/capture/bad.sh")
+    message = str(info.value)
+    assert "exit 1" in message
+    assert "sbatch --parsable /scratch/capture/bad.sh" in message
+    assert "Invalid partition name specified" in message
+    assert len(runner.calls) == 1
+
+
+def test_queue_of_known_jobs() -> None:
+    runner = Replay("squeue_mine")
+    entries = client(runner).queue(["32", "33", "34", "35", "36", "37", "40", "41"])
+    assert len(entries) == 10
+    assert {e.job_id: e.restart_count for e in entries}["37"] == 1
+
+
+def test_queue_of_unknown_job_is_empty() -> None:
+    assert client(Replay("squeue_unknown")).queue(["99999"]) == []
+
+
+def test_queue_of_everything() -> None:
+    assert len(client(Replay("squeue_all")).queue()) > 10
+
+
+def test_show_job_with_spaces() -> None:
+    job = client(Replay("scontrol_show_spaces")).show_job("33")
+    assert job is not None and job["WorkDir"] == "/scratch/capture/dir with space"
+
+
+def test_show_job_for_array_id_picks_the_element_with_that_id() -> None:
+    job = client(Replay("scontrol_show_array")).show_job("34")
+    assert job is not None and job["JobId"] == "34" and job["ArrayTaskId"] == "3"
+
+
+def test_show_job_unknown_is_none() -> None:
+    assert client(Replay("scontrol_show_invalid")).show_job("99999") is None
+
+
+def test_requeue_ok_and_refused() -> None:
+    client(Replay("scontrol_requeue_ok")).requeue("37")
+    with pytest.raises(SlurmQueryError, match="Invalid job id specified for job 99999"):
+        client(Replay("scontrol_requeue_invalid")).requeue("99999")
+
+
+def test_accounting_disabled_is_none() -> None:
+    assert client(Replay("sacct_disabled")).accounting("32") is None
+
+
+def test_cancel_and_signal_the_batch_shell() -> None:
+    client(Replay("scancel_ok")).cancel("41")
+    client(Replay("scancel_signal_batch")).cancel("32", signal="USR1", batch_only=True)
+    # Slurm 22.05 says nothing and exits 0 for an unknown id (captured): nothing to raise on.
+    client(Replay("scancel_unknown")).cancel("99999")
+
+
+# ---- errors and retries (message texts from Slurm's error table) ---------------------------
+
+
+def test_cancel_reporting_an_error_raises() -> None:
+    runner = Scripted((0, "", "scancel: error: Kill job error on job id 5: Access/permission denied\n"))
+    with pytest.raises(SlurmQueryError, match="permission denied"):
+        client(runner).cancel("5")
+
+
+def test_transient_errors_are_retried_then_succeed() -> None:
+    runner = Scripted((1, "", TIMED_OUT), (1, "", TIMED_OUT), (0, "", ""))
+    assert client(runner).queue() == []
+    assert len(runner.calls) == 3
+
+
+def test_transient_errors_give_up_after_the_bound_with_evidence() -> None:
+    runner = Scripted(*[(1, "", TIMED_OUT)] * 3)
+    with pytest.raises(SlurmQueryError, match="Socket timed out") as info:
+        client(runner).show_job("7")
+    assert "scontrol show job -o 7" in str(info.value)
+    assert len(runner.calls) == 3
+
+
+def test_submit_is_not_retried_when_the_request_may_have_arrived() -> None:
+    runner = Scripted((1, "", "sbatch: error: " + TIMED_OUT))
+    with pytest.raises(SubmitError, match="Socket timed out"):
+        client(runner).submit("job.sbatch")
+    assert len(runner.calls) == 1
+
+
+def test_submit_is_retried_when_the_controller_was_not_reached() -> None:
+    runner = Scripted((1, "", NO_CONTACT), (0, "88\n", ""))
+    assert client(runner).submit("job.sbatch") == "88"
+    assert len(runner.calls) == 2
+
+
+def test_other_failures_are_not_retried() -> None:
+    runner = Scripted((1, "", "squeue: error: Invalid user: nobody\n"))
+    with pytest.raises(SlurmQueryError, match="Invalid user"):
+        client(runner).queue()
+    assert len(runner.calls) == 1
+
+
+def test_accounting_rows_are_parsed() -> None:
+    runner = Scripted((0, "5|5|COMPLETED|0:0|12|t0|t1|1|n1|job\n", ""))
+    (row,) = client(runner).accounting("5")
+    assert (row.job_id, row.state, row.elapsed_s) == ("5", "COMPLETED", 12)
+    assert "--duplicates" in runner.calls[0] and "--jobs=5" in runner.calls[0]
+
+
+def test_missing_slurm_tools_are_named() -> None:
+    runner = Scripted(FileNotFoundError("sbatch"))
+    with pytest.raises(SubmitError, match="sbatch is not installed"):
+        client(runner).submit("job.sbatch")
+
+
+def test_timeout_is_a_query_error() -> None:
+    runner = Scripted(subprocess.TimeoutExpired(["squeue"], 60))
+    with pytest.raises(SlurmQueryError, match="timed out"):
+        client(runner).queue()
+
+
+def test_run_command_uses_no_shell() -> None:
+    result = run_command([sys.executable, "-c", "import sys; print(sys.argv[1])", "$(echo hi) `x`"])
+    assert result.returncode == 0
+    assert result.stdout == "$(echo hi) `x`\n"
+    failed = run_command([sys.executable, "-c", "import sys; sys.exit(4)"])
+    assert failed.returncode == 4
