@@ -70,7 +70,7 @@ def test_usr1_to_one_rank_stops_all_at_one_step_and_resume_is_bit_exact(
     # First attempt: slow steps; USR1 reaches rank 3 only, the all-reduce must stop every rank.
     step = srun.start(
         tmp_path / "logs",
-        [*ARGS, "--step-time-s", "0.25"],
+        [*ARGS, "--step-time-s", "0.5"],
         job_id=job_id,
         extra_env=hpcflow_env(run_dir, job_id, 0, HPCFLOW_CHECKPOINT_INTERVAL="2"),
     )
@@ -80,6 +80,7 @@ def test_usr1_to_one_rank_stops_all_at_one_step_and_resume_is_bit_exact(
     stopped = step.rank0_lines("hpcflow-preempted")
     assert len(stopped) == 1, step.dump()
     stop_step = stopped[0]["step"]
+    assert step.rank0_lines("hpcflow-checkpoint")[-1]["reason"] == "preempt"
     assert 3 <= stop_step < STEPS, step.dump()
     committed = json.loads((run_dir / ".hpcflow" / f"committed-{job_id}-0.json").read_text())
     assert committed["step"] == stop_step
@@ -97,6 +98,10 @@ def test_usr1_to_one_rank_stops_all_at_one_step_and_resume_is_bit_exact(
         extra_env=hpcflow_env(run_dir, job_id, 1),
     )
     assert srun.wait(step) == [0] * WORLD_SIZE, step.dump()
+    assert step.rank0_lines("hpcflow-start") == [{
+        "world_size": WORLD_SIZE, "launcher": "slurm", "backend": "gloo", "job_id": job_id,
+        "restart_count": 1,
+    }]
     assert step.rank0_lines("hpcflow-resume") == [{"step": stop_step}], step.dump()
     resumed = {line["step"]: line["loss"] for line in step.rank0_lines("hpcflow-step")}
     assert sorted(resumed) == list(range(stop_step + 1, STEPS + 1)), step.dump()
@@ -132,3 +137,29 @@ def test_flag_file_stops_and_partial_checkpoints_are_ignored_and_removed(
     assert not (ckpt_dir / "step_7.tmp").exists()
     assert not (ckpt_dir / "step_8").exists()
     assert step.rank0_lines("hpcflow-done")[0]["params_sha256"] == baseline["digest"]
+
+
+def test_stop_request_without_checkpoint_dir_fails_on_every_rank(srun, tmp_path):
+    flag = tmp_path / "preempt.flag"
+    flag.write_text("")
+    step = srun.start(
+        tmp_path / "logs", ARGS, job_id=job_id_with_free_port(),
+        extra_env={"HPCFLOW_PREEMPT_FLAG": str(flag)},
+    )
+    assert srun.wait(step) == [1] * WORLD_SIZE, step.dump()
+    assert "no checkpoint directory is set" in step.logs[2].read_text()
+
+
+def test_unwritable_checkpoint_dir_fails_every_rank_with_checkpoint_error(srun, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the checkpoint directory should be")
+    step = srun.start(
+        tmp_path / "logs", ARGS, job_id=job_id_with_free_port(),
+        extra_env={
+            "HPCFLOW_CHECKPOINT_DIR": str(blocker / "checkpoints"),
+            "HPCFLOW_CHECKPOINT_INTERVAL": "2",
+        },
+    )
+    assert srun.wait(step) == [5] * WORLD_SIZE, step.dump()
+    assert "prepare checkpoint of step 2" in step.logs[3].read_text(), step.dump()
+    assert step.rank0_lines("hpcflow-checkpoint") == []
