@@ -74,6 +74,23 @@ def slurm_env(rank: int, job_id: str, restart: int, extra: dict[str, str]) -> di
     return env
 
 
+def torchrun_env(rank: int, port: int, extra: dict[str, str]) -> dict[str, str]:
+    """The environment torchrun gives worker ``rank`` of ``--nnodes 2 --nproc-per-node 2``
+    (torchrun docs, "Environment Variables"), plus ``extra``."""
+    env = base_env()
+    env.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(WORLD_SIZE),
+        LOCAL_RANK=str(rank % TASKS_PER_NODE),
+        LOCAL_WORLD_SIZE=str(TASKS_PER_NODE),
+        GROUP_RANK=str(rank // TASKS_PER_NODE),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    env.update(extra)
+    return env
+
+
 @dataclass
 class Step:
     """One fake srun step: its ranks' pids and log files."""
@@ -145,12 +162,20 @@ class ForkSrun:
         job_id: str,
         restart: int = 0,
         extra_env: dict[str, str] | None = None,
+        torchrun: bool = False,
     ) -> Step:
-        """Start every rank of the training program with ``args``; logs go to ``log_dir``."""
+        """Start every rank of the training program with ``args``; logs go to ``log_dir``.
+
+        With ``torchrun`` the ranks get torchrun's variables instead of Slurm's (the port is
+        the one ``job_id`` maps to)."""
         log_dir.mkdir(parents=True, exist_ok=True)
         argv = ["--dist-timeout-s", "60", *args]
         logs = [log_dir / f"rank{rank}-restart{restart}.log" for rank in range(WORLD_SIZE)]
-        envs = [slurm_env(rank, job_id, restart, extra_env or {}) for rank in range(WORLD_SIZE)]
+        if torchrun:
+            port = PORT_BASE + int(job_id) % PORT_SPAN
+            envs = [torchrun_env(rank, port, extra_env or {}) for rank in range(WORLD_SIZE)]
+        else:
+            envs = [slurm_env(rank, job_id, restart, extra_env or {}) for rank in range(WORLD_SIZE)]
         self._send({"cmd": "start", "argv": argv, "env": envs, "logs": [str(p) for p in logs]})
         pids = self._read(10.0)["pids"]
         print(f"$ python -m hpcflow.runtime.train {' '.join(argv)}  x{WORLD_SIZE} "

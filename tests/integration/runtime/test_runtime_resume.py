@@ -62,6 +62,13 @@ def test_uninterrupted_run_logs_every_step_and_a_digest(baseline):
     assert len(baseline["digest"]) == 64
 
 
+def test_torchrun_variables_give_the_same_run(srun, baseline, tmp_path):
+    step = srun.start(tmp_path, ARGS, job_id=job_id_with_free_port(), torchrun=True)
+    assert srun.wait(step) == [0] * WORLD_SIZE, step.dump()
+    assert step.rank0_lines("hpcflow-start")[0]["launcher"] == "torchrun"
+    assert step.rank0_lines("hpcflow-done")[0]["params_sha256"] == baseline["digest"]
+
+
 def test_usr1_to_one_rank_stops_all_at_one_step_and_resume_is_bit_exact(
     srun, baseline, tmp_path
 ):
