@@ -1,8 +1,6 @@
 """``python -m hpcflow.runtime`` runs the example training program (same as ``.train``)."""
 
-import sys
-
-from hpcflow.runtime.train import main
+from hpcflow.runtime.train import exit_now, main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -206,12 +206,12 @@ def save(env: DistEnv, ckpt: Any, step: int, app: dict[str, Any], reason: str) -
 def preempted(env: DistEnv, config: RunConfig, step: int) -> int:
     """After the preemption checkpoint is committed: rank 0 writes ``HPCFLOW_PREEMPT_COMMITTED``,
     then every rank waits for it (srun ``--kill-on-bad-exit`` would otherwise kill rank 0 while
-    it writes) and exits 75."""
+    it writes) and returns 75. Nothing collective may follow: the ranks leave together."""
     if env.is_rank0 and config.preempt_committed is not None:
         config.preempt_committed.parent.mkdir(parents=True, exist_ok=True)
         write_json_durably(config.preempt_committed, {"step": step, "time": time.time()})
-    hdist.barrier()
     emit(env, "hpcflow-preempted", {"step": step})
+    hdist.barrier()
     return EXIT_PREEMPTED
 
 
@@ -224,24 +224,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"hpcflow-runtime: bad environment: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
-    # First, before torch is imported: USR1's default action would kill the process.
-    with PreemptionMonitor(config.preempt_flag) as monitor:
-        try:
-            backend = hdist.init_distributed(env, timeout_s=args.dist_timeout_s)
-            emit(env, "hpcflow-start", {
-                "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
-                "job_id": env.job_id, "restart_count": env.restart_count,
-            })
-            return run(args, config, env, monitor)
-        except HpcflowError as exc:
-            log(env, f"error: {exc}")
-            return exc.exit_code
-        except Exception:  # any other failure: full evidence, non-zero, never 75
-            log(env, "failed:\n" + traceback.format_exc())
-            return EXIT_FAILED
-        finally:
+    code = EXIT_FAILED
+    # First, before torch is imported: USR1's default action would kill the process. Never
+    # closed: a late USR1 during teardown must not kill a rank that finished (srun would then
+    # report 128+10).
+    monitor = PreemptionMonitor(config.preempt_flag)
+    try:
+        backend = hdist.init_distributed(env, timeout_s=args.dist_timeout_s)
+        emit(env, "hpcflow-start", {
+            "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
+            "job_id": env.job_id, "restart_count": env.restart_count,
+        })
+        code = run(args, config, env, monitor)
+    except HpcflowError as exc:
+        log(env, f"error: {exc}")
+        code = exc.exit_code
+    except Exception:  # any other failure: full evidence, non-zero, never 75
+        log(env, "failed:\n" + traceback.format_exc())
+        code = EXIT_FAILED
+    finally:
+        if code != EXIT_PREEMPTED:  # preempted: leave at once, see exit_now()
             hdist.shutdown()
+    return code
+
+
+def exit_now(code: int) -> None:
+    """Exit the process with ``code``; after a preemption without interpreter teardown.
+
+    Under ``srun --kill-on-bad-exit=1`` the first rank to exit 75 makes srun SIGKILL the others,
+    and srun then reports 128+9 rather than 75 (srun(1), "RETURN VALUE"). Leaving right after the
+    last barrier, without tearing down the process group and the interpreter, keeps the ranks'
+    exits milliseconds apart.
+    """
+    if code == EXIT_PREEMPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
