@@ -40,6 +40,7 @@ def init_distributed(env: DistEnv, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
     if dist.is_initialized():
         return str(dist.get_backend())
     backend = "gloo"
+    extra: dict[str, Any] = {}
     if torch.cuda.is_available():
         count = torch.cuda.device_count()
         if env.local_rank >= count:
@@ -49,6 +50,9 @@ def init_distributed(env: DistEnv, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
             )
         torch.cuda.set_device(env.local_rank)
         backend = "nccl"
+        # Binds the communicator to this GPU at once, so barriers need not guess the device
+        # (torch.distributed.init_process_group, ``device_id``, torch >= 2.3).
+        extra["device_id"] = torch.device("cuda", env.local_rank)
     os.environ["MASTER_ADDR"] = env.master_addr
     os.environ["MASTER_PORT"] = str(env.master_port)
     try:
@@ -58,6 +62,7 @@ def init_distributed(env: DistEnv, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
             rank=env.rank,
             world_size=env.world_size,
             timeout=timedelta(seconds=timeout_s),
+            **extra,
         )
     except Exception as exc:  # torch raises several types (DistStoreError, RuntimeError)
         raise RuntimeError(
