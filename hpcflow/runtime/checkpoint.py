@@ -100,8 +100,9 @@ class CheckpointManager:
     def save(self, step: int, state: dict[str, Any]) -> Path:
         """Write and commit the checkpoint of ``step``.
 
-        Cost: one sharded write of the state by every rank (with fsync of each file), two
-        barriers, two small broadcasts, and the record write plus one rename on rank 0.
+        Cost: one sharded write of the state by every rank (with fsync of each file), DCP's own
+        collectives, one barrier, two small broadcasts, and the record write plus one rename on
+        rank 0.
 
         Args:
             step: the number of completed training steps the state holds.
@@ -136,7 +137,9 @@ class CheckpointManager:
                 storage_writer=dcp.FileSystemWriter(tmp, sync_files=True, overwrite=False),
             )
         except Exception as exc:  # DCP gathers every rank's failure and raises on all ranks
-            raise CheckpointError(f"writing the checkpoint of step {step} to {tmp} failed: {exc}") from exc
+            raise CheckpointError(
+                f"writing the checkpoint of step {step} to {tmp} failed: {exc}"
+            ) from exc
         hdist.barrier()
         world_size = hdist.get_world_size()
 

@@ -75,7 +75,8 @@ def emit(env: DistEnv, tag: str, payload: dict[str, Any]) -> None:
 
 def log(env: DistEnv, message: str) -> None:
     """A human-readable line on stderr, tagged with the rank."""
-    print(f"hpcflow-runtime rank {env.rank}/{env.world_size}: {message}", file=sys.stderr, flush=True)
+    prefix = f"hpcflow-runtime rank {env.rank}/{env.world_size}"
+    print(f"{prefix}: {message}", file=sys.stderr, flush=True)
 
 
 def params_sha256(model: Any) -> str:
