@@ -42,7 +42,7 @@ def test_should_stop_goes_through_the_all_reduce(world_of_one, tmp_path):
         monitor.close()
 
 
-def test_shutdown_twice_and_helpers_without_a_group():
+def test_shutdown_twice_and_rank_queries_without_a_group():
     hdist.shutdown()
     hdist.shutdown()
     assert not hdist.is_distributed()
