@@ -134,6 +134,10 @@ def compose_status(
             pass
     if queue:
         state, source = str(queue.get("state", "UNKNOWN")).upper(), "squeue"
+        try:
+            restarts = max(restarts, int(queue.get("restart_count") or 0))
+        except (TypeError, ValueError):
+            pass
         name = name or str(queue.get("name", ""))
         slurm_reason = str(queue.get("reason", ""))
         if slurm_reason and slurm_reason not in ("None", "(null)"):
@@ -158,6 +162,8 @@ def compose_status(
         state, source = "UNKNOWN", "none"
         reason = reason or "no source knows this job (Slurm forgot it and hpcflow has no record)"
     finished = state in FINAL_STATES
+    if finished and source == "squeue" and show and show.get("ExitCode"):
+        exit_code = _exit_code(show.get("ExitCode"))
     if state == "PENDING" and restarts > 0:
         reason = reason or "requeued"
     # Slurm counts a restart when it requeues, so a pending job has run `restarts` times and a

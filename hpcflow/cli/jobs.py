@@ -1,0 +1,141 @@
+"""The researcher's verbs: ``hpcflow submit|status|logs|cancel|list``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from hpcflow.cli.output import emit_json, handles_errors, print_table
+
+
+def _fmt_elapsed(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _status_rows(statuses):  # noqa: ANN001, ANN202
+    for st in statuses:
+        state = st.state + ("" if st.finished else " (not finished)" if st.state in
+                            ("REQUEUED", "PREEMPTED", "UNKNOWN") else "")
+        yield (st.job_id, st.name, state, st.attempts, st.restarts, _fmt_elapsed(st.elapsed_s),
+               "" if st.exit_code is None else st.exit_code, st.reason)
+
+
+COLUMNS = ["job", "name", "state", "attempts", "restarts", "elapsed", "exit", "reason"]
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a spec field, e.g. --set nodes=4 --set preemption.max_requeues=5.")
+@click.option("--dry-run", is_flag=True, help="Print the rendered batch script; submit nothing.")
+@click.option("--follow", "-f", is_flag=True, help="Follow the job's log until it finishes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handles_errors
+def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
+           as_json: bool) -> None:
+    """Render the batch script for SPEC (a job YAML) and submit it with sbatch.
+
+    The spec, the script and the job id are kept in the job's run directory.
+    """
+    from hpcflow.jobs import service
+
+    result = service.submit(spec, overrides, dry_run=dry_run)
+    if dry_run:
+        if as_json:
+            emit_json({"job_id": None, "run_dir": str(result.run_dir), "script": result.script})
+        else:
+            click.echo(result.script, nl=False)
+        return
+    if as_json:
+        emit_json({"job_id": result.job_id, "run_dir": str(result.run_dir),
+                   "script_path": str(result.script_path), "log": str(result.log_path)})
+    else:
+        click.echo(f"submitted job {result.job_id}  run dir: {result.run_dir}")
+        click.echo(f"log: {result.log_path}")
+    if follow and result.job_id:
+        _follow(result.job_id)
+
+
+@click.command()
+@click.argument("job_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@handles_errors
+def status(job_id: str | None, as_json: bool) -> None:
+    """Show a job's state, attempts, restarts, elapsed time and reason (default: the newest job
+    submitted with hpcflow). A requeued or preempted job is shown as not finished."""
+    from hpcflow.jobs import service
+
+    job_id = job_id or service.latest_job_id()
+    if job_id is None:
+        raise click.UsageError("no JOB_ID given and no job was submitted with hpcflow yet")
+    st = service.job_status(job_id)
+    if as_json:
+        emit_json(st.to_dict())
+    else:
+        print_table(None, COLUMNS, _status_rows([st]))
+
+
+@click.command("list")
+@click.option("--limit", default=20, show_default=True, help="How many recent jobs to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON.")
+@handles_errors
+def list_jobs(limit: int, as_json: bool) -> None:
+    """List the jobs you submitted with hpcflow, newest first."""
+    from hpcflow.jobs import service
+
+    jobs = service.list_jobs(limit)
+    if as_json:
+        emit_json([st.to_dict() for st in jobs])
+    else:
+        print_table(None, COLUMNS, _status_rows(jobs))
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing as the log grows, across "
+              "requeues, until the job finishes.")
+@handles_errors
+def logs(job_id: str, follow: bool) -> None:
+    """Print a job's log (every attempt; a requeued job appends to the same file)."""
+    from hpcflow.errors import SlurmQueryError
+    from hpcflow.jobs import service
+
+    if follow:
+        _follow(job_id)
+        return
+    path = service.log_path(job_id)
+    try:
+        click.echo(path.read_text(errors="replace"), nl=False)
+    except FileNotFoundError:
+        raise SlurmQueryError(f"job {job_id}: no log yet at {path} (is it still pending?)") from None
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handles_errors
+def cancel(job_id: str, as_json: bool) -> None:
+    """Cancel a job (scancel). A cancelled job is not requeued."""
+    from hpcflow.jobs import service
+
+    service.cancel(job_id)
+    if as_json:
+        emit_json({"job_id": job_id, "cancelled": True})
+    else:
+        click.echo(f"cancelled job {job_id}")
+
+
+def _follow(job_id: str) -> None:
+    from hpcflow.jobs import service
+
+    path = service.log_path(job_id)
+    for chunk in service.follow_log(path, job_id):
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+    st = service.job_status(job_id)
+    click.echo(f"hpcflow: job {job_id} {st.state} (exit {st.exit_code}, attempts {st.attempts})",
+               err=True)

@@ -1,0 +1,182 @@
+"""The job verbs behind the CLI: submit, status, logs, cancel, list.
+
+Each takes a :class:`~hpcflow.slurm.client.SlurmClient` so tests and other front ends (the
+Python API, a remote head node) drive the same code.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from hpcflow.errors import SlurmQueryError, SubmitError
+from hpcflow.jobs import records
+from hpcflow.jobs.status import JobStatus, compose_status
+from hpcflow.slurm.client import SlurmClient
+from hpcflow.slurm.render import render_sbatch
+from hpcflow.spec.job import JobSpec, load_job_spec
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What ``submit`` did.
+
+    Attributes:
+        job_id: the Slurm job id, or None for a dry run.
+        run_dir: the run directory.
+        script: the rendered batch script.
+        script_path: where the script was written, or None for a dry run.
+    """
+
+    job_id: str | None
+    run_dir: Path
+    script: str
+    script_path: Path | None
+    name: str = ""
+
+    @property
+    def log_path(self) -> Path | None:
+        return None if self.job_id is None else self.run_dir / f"{self.name}-{self.job_id}.out"
+
+
+def spec_yaml(spec: JobSpec) -> str:
+    """The resolved spec as YAML (what is kept in the run directory)."""
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
+
+
+def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: bool = False,
+           client: SlurmClient | None = None, python: str | None = None) -> SubmitResult:
+    """Validate, render and (unless ``dry_run``) submit a job.
+
+    Nothing is written before the spec validates and the script renders. Then the spec and
+    the script go into the run directory, ``sbatch`` submits the script, and the job id is
+    recorded in ``submissions.jsonl`` and in the per-user index.
+
+    Raises:
+        SpecError: the spec or an override is invalid (nothing written).
+        SubmitError: sbatch refused the job (the message carries its stderr and the path of
+            the kept script).
+    """
+    spec = load_job_spec(spec_path, overrides)
+    script = render_sbatch(spec, python=python or sys.executable)
+    run_dir = Path(spec.run_dir)
+    if dry_run:
+        return SubmitResult(None, run_dir, script, None, name=spec.name)
+    script_path = records.write_run_files(run_dir, spec_yaml(spec), script)
+    client = client or SlurmClient()
+    try:
+        job_id = client.submit(script_path, chdir=run_dir)
+    except SubmitError as exc:
+        raise SubmitError(f"{exc}\n(the rendered script is kept at {script_path})") from None
+    rec = records.JobRecord(job_id, spec.name, str(run_dir), records.now())
+    records.record_submission(rec, script, spec_yaml(spec))
+    return SubmitResult(job_id, run_dir, script, script_path, name=spec.name)
+
+
+def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:
+    """Status of one job from squeue, scontrol, sacct and hpcflow's ledger.
+
+    Raises:
+        SlurmQueryError: Slurm could not be asked (controller down) and hpcflow has no record.
+    """
+    client = client or SlurmClient()
+    rec = records.find_job(job_id)
+    queue_row = show = None
+    acct_state = acct_exit = None
+    errors: list[str] = []
+    try:
+        rows = client.queue([job_id])
+        queue_row = next((r.__dict__ for r in rows if r.job_id == job_id), None)
+    except SlurmQueryError as exc:
+        errors.append(str(exc))
+    try:
+        show = client.show_job(job_id)
+    except SlurmQueryError as exc:
+        errors.append(str(exc))
+    if queue_row is None and show is None:
+        try:
+            acct = client.accounting(job_id)
+        except SlurmQueryError as exc:
+            errors.append(str(exc))
+            acct = None
+        if acct:
+            top = acct[0]
+            acct_state, acct_exit = top.state, top.exit_code
+    run_dir = rec.run_dir if rec else (show or {}).get("WorkDir")
+    events = records.job_events(run_dir, job_id) if run_dir else []
+    if errors and rec is None and not events:
+        raise SlurmQueryError("; ".join(errors))
+    return compose_status(job_id, name=rec.name if rec else "", run_dir=run_dir, queue=queue_row,
+                          show=show, acct_state=acct_state, acct_exit=acct_exit, events=events,
+                          now_s=records.now())
+
+
+def list_jobs(limit: int = 20, *, client: SlurmClient | None = None) -> list[JobStatus]:
+    """The newest ``limit`` jobs this user submitted with hpcflow, newest first."""
+    client = client or SlurmClient()
+    recent = list(reversed(records.known_jobs()))[:limit]
+    return [job_status(rec.job_id, client=client) for rec in recent]
+
+
+def latest_job_id() -> str | None:
+    """The id of the newest job this user submitted with hpcflow."""
+    jobs = records.known_jobs()
+    return jobs[-1].job_id if jobs else None
+
+
+def log_path(job_id: str, *, client: SlurmClient | None = None) -> Path:
+    """Where the job's log is: hpcflow's index, else ``StdOut`` from ``scontrol show job``.
+
+    Raises:
+        SlurmQueryError: neither knows the job.
+    """
+    rec = records.find_job(job_id)
+    if rec is not None:
+        return rec.log_path
+    show = (client or SlurmClient()).show_job(job_id)
+    if show and show.get("StdOut"):
+        return Path(show["StdOut"])
+    raise SlurmQueryError(f"job {job_id}: not submitted with hpcflow by this user and unknown to "
+                          "Slurm (finished jobs are forgotten after MinJobAge); no log to show")
+
+
+def follow_log(path: Path, job_id: str, *, client: SlurmClient | None = None,
+               poll_s: float = 1.0, status_every_s: float = 5.0) -> Iterator[str]:
+    """Yield the log's text as it grows, until the job has finished and the log is drained.
+
+    A requeued job keeps appending to the same log (``--open-mode=append``), so following
+    goes on across requeues. Waits for a log that does not exist yet (job still pending).
+    """
+    client = client or SlurmClient()
+    offset = 0
+    next_check = 0.0
+    finished = False
+    while True:
+        try:
+            with path.open("r", encoding="utf-8", errors="replace") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+                offset = fh.tell()
+        except FileNotFoundError:
+            chunk = ""
+        if chunk:
+            yield chunk
+            continue
+        if finished:
+            return
+        if time.monotonic() >= next_check:
+            finished = job_status(job_id, client=client).finished
+            next_check = time.monotonic() + status_every_s
+            if finished:
+                continue  # drain what the last attempt wrote
+        time.sleep(poll_s)
+
+
+def cancel(job_id: str, *, client: SlurmClient | None = None) -> None:
+    """Cancel a job (``scancel``). A cancelled job is never requeued by hpcflow."""
+    (client or SlurmClient()).cancel(job_id)

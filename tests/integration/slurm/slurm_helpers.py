@@ -1,0 +1,67 @@
+"""Helpers for tests on the real local Slurm cluster: polling and a watched job."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpcflow.jobs import records, service
+
+
+def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.5) -> Any:
+    """Poll ``pred`` until it returns something truthy; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(poll_s)
+    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+class Job:
+    """A job submitted through hpcflow's own submit path, with helpers to watch it."""
+
+    def __init__(self, spec_path: Path, overrides: tuple[str, ...] = ()) -> None:
+        result = service.submit(spec_path, overrides)
+        assert result.job_id
+        self.job_id: str = result.job_id
+        self.run_dir = result.run_dir
+        self.log_path = result.log_path
+        print(f"submitted job {self.job_id} in {self.run_dir}")
+
+    def events(self) -> list[dict[str, Any]]:
+        return records.job_events(self.run_dir, self.job_id)
+
+    def event(self, kind: str, restart: int | None = None) -> dict[str, Any] | None:
+        return next((e for e in self.events() if e.get("event") == kind
+                     and (restart is None or int(e.get("restart", -1)) == restart)), None)
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def status(self):  # noqa: ANN201
+        return service.job_status(self.job_id)
+
+    def wait_finished(self, timeout_s: float = 240):  # noqa: ANN201
+        return wait_for(lambda: (s := self.status()).finished and s, timeout_s,
+                        f"job {self.job_id} to finish")
+
+    def signal_batch(self, sig: str = "USR1") -> None:
+        cmd = ["scancel", f"--signal={sig}", "--batch", self.job_id]
+        print("+", " ".join(cmd))
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+    def dump(self) -> None:
+        print(f"----- log of job {self.job_id} ({self.log_path}) -----\n{self.log()}")
+        print("----- ledger -----")
+        for e in self.events():
+            print(e)

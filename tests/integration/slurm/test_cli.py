@@ -1,0 +1,103 @@
+"""The researcher's CLI against the real local cluster: submit, status, logs, list, cancel."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from slurm_helpers import wait_for
+
+pytestmark = [pytest.mark.slurm]
+
+HPCFLOW = [sys.executable, "-m", "hpcflow"]
+
+
+def hpcflow(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    cmd = [*HPCFLOW, *args]
+    print("+", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    print(proc.stdout, proc.stderr)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def write_spec(tmp_path: Path, **spec) -> Path:
+    base = {"name": "cli", "nodes": 1, "tasks_per_node": 1, "time_limit": "5",
+            "run_dir": str(tmp_path / "run"),
+            "program": {"argv": [sys.executable, "-c", "import time; print('hello', flush=True); "
+                                 "time.sleep(60)"]}}
+    base.update(spec)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(base))
+    return path
+
+
+def test_submit_status_logs_list_cancel(local_cluster, hpcflow_home, tmp_path):
+    spec = write_spec(tmp_path)
+    out = json.loads(hpcflow("submit", str(spec), "--json").stdout)
+    assert out["ok"] is True
+    job_id = out["data"]["job_id"]
+    run_dir = Path(out["data"]["run_dir"])
+    assert (run_dir / "job.yaml").is_file() and (run_dir / "job.sbatch").is_file()
+    assert json.loads((run_dir / "submissions.jsonl").read_text())["job_id"] == job_id
+    try:
+        wait_for(lambda: json.loads(hpcflow("status", job_id, "--json").stdout)["data"]["state"]
+                 == "RUNNING", 60, "RUNNING")
+        wait_for(lambda: "hello" in hpcflow("logs", job_id).stdout, 60, "the log line")
+        listed = json.loads(hpcflow("list", "--json").stdout)["data"]
+        assert [j["job_id"] for j in listed] == [job_id]
+        # status with no JOBID means the newest job
+        assert json.loads(hpcflow("status", "--json").stdout)["data"]["job_id"] == job_id
+    finally:
+        hpcflow("cancel", job_id)
+    final = wait_for(lambda: (d := json.loads(hpcflow("status", job_id, "--json").stdout)["data"])
+                     ["finished"] and d, 60, "the cancelled job to end")
+    assert final["state"] == "CANCELLED"
+    assert final["restarts"] == 0
+
+
+def test_follow_returns_when_the_job_ends(local_cluster, hpcflow_home, tmp_path):
+    spec = write_spec(tmp_path, program={"argv": [sys.executable, "-c", "print('bye')"]})
+    proc = hpcflow("submit", str(spec), "--follow")
+    assert "bye" in proc.stdout
+    assert "COMPLETED" in proc.stderr
+
+
+def test_dry_run_prints_the_script_and_writes_nothing(hpcflow_home, tmp_path):
+    spec = write_spec(tmp_path)
+    proc = hpcflow("submit", str(spec), "--dry-run")
+    assert proc.stdout.startswith("#!/usr/bin/env bash")
+    assert "--signal=B:USR1@" in proc.stdout and "--requeue" in proc.stdout
+    assert not (tmp_path / "run").exists()
+    assert not hpcflow_home.exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        pytest.param("nodes", 0, "nodes", id="zero-nodes"),
+        pytest.param("launcher", "mpirun", "launcher", id="unknown-launcher"),
+        pytest.param("time_limit", "soon", "time_limit", id="bad-time"),
+        pytest.param("nodez", 2, "nodez", id="unknown-field"),
+    ],
+)
+def test_bad_spec_is_refused_with_the_field_and_writes_nothing(hpcflow_home, tmp_path, field,
+                                                               value, needle):
+    spec = write_spec(tmp_path, **{field: value})
+    proc = hpcflow("submit", str(spec), check=False)
+    assert proc.returncode == 2
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()
+    assert not hpcflow_home.exists()
+
+
+def test_bad_override_is_refused(hpcflow_home, tmp_path):
+    proc = hpcflow("submit", str(write_spec(tmp_path)), "--set", "preemption.max_requeues=-1",
+                   check=False)
+    assert proc.returncode == 2 and "preemption.max_requeues" in proc.stderr
+    assert not (tmp_path / "run").exists()
