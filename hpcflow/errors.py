@@ -52,6 +52,17 @@ class LocalClusterError(HpcflowError):
     exit_code = 6
 
 
+class Ec2Error(HpcflowError):
+    """AWS could not be asked: no credentials, no network, access denied, or a throttled call.
+
+    Raised by EC2 ``DescribeInstanceTypes`` (``hpcflow cluster instances --refresh``), the Price
+    List API when it was asked for explicitly, and ``hpcflow cluster validate --deep`` when
+    ParallelCluster's validators cannot reach AWS. The message carries the AWS error.
+    """
+
+    exit_code = 7
+
+
 class CommandFailed(HpcflowError):
     """An external command exited non-zero.
 

@@ -21,7 +21,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcflow.errors import HpcflowError
+from hpcflow.errors import Ec2Error
+
+__all__ = ["Ec2Error", "Ec2Instances", "InstanceFacts", "cache_path", "facts_from_api",
+           "make_ec2_client", "read_cache", "write_cache"]
 
 CACHE_FORMAT = 1
 
@@ -88,12 +91,6 @@ def facts_from_api(item: Mapping[str, Any], source: str) -> InstanceFacts:
         max_efa_interfaces=int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0)),
         source=source,
     )
-
-
-class Ec2Error(HpcflowError):
-    """EC2 could not be asked (no credentials, no network, access denied)."""
-
-    exit_code = 7
 
 
 def make_ec2_client(region: str, endpoint_url: str | None = None) -> Any:

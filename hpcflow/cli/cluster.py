@@ -21,8 +21,8 @@ def _print_findings(findings, err: bool = True) -> None:  # noqa: ANN001
 
 
 @cluster.command("render")
-@click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.argument("spec")
+@click.option("-o", "--output",
               help="Write the ParallelCluster YAML here (default: print it).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a spec field, e.g. --set slurm.scaledown_idletime_min=5 "
@@ -49,7 +49,7 @@ def render_cmd(spec: str, output: str | None, overrides: tuple[str, ...], as_jso
 
 
 @cluster.command("validate")
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config")
 @click.option("--deep", is_flag=True,
               help="Also run ParallelCluster's validators, which call AWS with your credentials.")
 @click.option("--endpoint-url", help="AWS endpoint for --deep (e.g. a moto server).")
@@ -123,9 +123,9 @@ def _sources_legend(rows) -> dict[str, str]:  # noqa: ANN001
 
 
 @cluster.command("cost")
-@click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--hours", type=click.FloatRange(min=0, min_open=True), required=True,
-              help="Hours the cluster runs.")
+@click.argument("spec")
+@click.option("--hours", "hours_text", required=True, metavar="H",
+              help="Hours the cluster runs (a number above 0).")
 @click.option("--price-source", type=click.Choice(["auto", "api", "table"]), default="auto",
               show_default=True,
               help="AWS Price List API, the shipped dated table, or the API then the table.")
@@ -133,13 +133,21 @@ def _sources_legend(rows) -> dict[str, str]:  # noqa: ANN001
               help="Override a spec field (repeatable).")
 @_JSON
 @handles_errors
-def cost_cmd(spec: str, hours: float, price_source: str, overrides: tuple[str, ...],
+def cost_cmd(spec: str, hours_text: str, price_source: str, overrides: tuple[str, ...],
              as_json: bool) -> None:
     """Estimate what SPEC costs over --hours: floor (static nodes) to ceiling (all nodes)."""
     from hpcflow.aws.pricing import lookup_prices
+    from hpcflow.errors import SpecError
     from hpcflow.pcluster.cost import estimate_cost, instance_types_of
     from hpcflow.spec.cluster import load_cluster_spec
 
+    try:
+        hours = float(hours_text)
+    except ValueError:
+        hours = float("nan")
+    if not 0 < hours < float("inf"):
+        raise SpecError(f"--hours: {hours_text!r} is not allowed; give a number of hours above "
+                        "0, e.g. --hours 72")
     cs = load_cluster_spec(spec, list(overrides))
     prices, notes = lookup_prices(instance_types_of(cs), cs.region, price_source)
     est = estimate_cost(cs, hours, prices, notes)

@@ -37,7 +37,7 @@ def list_instances(family: str | None = None, *, refresh: bool = False,
 
     Raises:
         SpecError: the family is not known (names the known ones).
-        hpcflow.aws.instances.Ec2Error: ``refresh`` and the EC2 call failed.
+        hpcflow.errors.Ec2Error: ``refresh`` and the EC2 call failed.
     """
     if refresh:
         patterns = [f"{family}.*"] if family else [f"{f}.*" for f in FAMILIES]

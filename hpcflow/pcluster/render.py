@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from hpcflow.errors import SpecError
+from hpcflow.errors import HpcflowError, SpecError
 from hpcflow.pcluster.builder import build_with_sources
 from hpcflow.pcluster.catalog import Catalog
 from hpcflow.pcluster.rules import Finding, run_rules
@@ -88,6 +88,7 @@ def render_file(spec_path: str | Path, output: str | Path | None,
     Raises:
         SpecError: the spec is malformed, a rule failed, or the schema rejected the config;
             one line per problem naming the spec field.
+        HpcflowError: ``output`` cannot be written (nothing is left behind).
     """
     from hpcflow.pcluster.facts import catalog_with_cache
 
@@ -103,19 +104,40 @@ def render_file(spec_path: str | Path, output: str | Path | None,
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
-    parent = path.parent if str(path.parent) else Path(".")
+    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``.
+
+    A symlink is followed (its target is replaced, the link stays). A path that exists but is not
+    a regular file (``/dev/stdout``, a FIFO, a device) is written in place: renaming over it
+    would replace the device node itself.
+
+    Raises:
+        HpcflowError: the file cannot be written; the message names the path and the reason.
+    """
+    target = path.resolve() if path.is_symlink() else path
+    if target.exists() and not target.is_file():
+        if target.is_dir():
+            raise HpcflowError(f"{path}: is a directory; give a file name, e.g. {path}/cluster.yaml")
+        try:
+            with open(target, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise HpcflowError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        return
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist (create it first)"
+        raise HpcflowError(f"{path}: cannot write: {str(parent)!r} {what}")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     except OSError as exc:
-        raise SpecError(f"{path}: cannot write: {exc}") from None
+        raise HpcflowError(f"{path}: cannot write in {str(parent)!r}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise SpecError(f"{path}: cannot write: {exc}") from None
+        raise HpcflowError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def validate_file(path: str | Path, deep: bool = False, endpoint_url: str | None = None,
@@ -132,7 +154,13 @@ def validate_file(path: str | Path, deep: bool = False, endpoint_url: str | None
     from hpcflow.pcluster.facts import catalog_with_cache
     from hpcflow.pcluster.schema import deep_check, schema_check
 
+    if Path(path).is_dir():
+        raise SpecError(f"{path}: is a directory; give the ParallelCluster YAML file, "
+                        "e.g. cluster.yaml")
     config = load_yaml_mapping(path)
+    if not config:
+        raise SpecError(f"{path}: the file is empty; give a ParallelCluster YAML config, e.g. one "
+                        "written by `hpcflow cluster render SPEC -o cluster.yaml`")
     catalog = catalog or catalog_with_cache(str(config.get("Region") or "us-east-1"))
     findings = run_rules(config, catalog)
     findings += schema_check(config, cluster_name)

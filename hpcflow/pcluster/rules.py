@@ -34,6 +34,11 @@ MAX_CR_PER_CLUSTER = 50
 # pcluster/constants.py FSX_SSD_THROUGHPUT (MB/s/TiB), and FsxStorageCapacityValidator.
 FSX_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
 MAX_DRA = 8  # FsxDraValidator
+# pcluster/constants.py MAX_NEW_STORAGE_COUNT / MAX_EXISTING_STORAGE_COUNT and PCLUSTER_TAG_VALUE_REGEX
+# (SharedStorageNameValidator: the name becomes a tag value), 3.16.1.
+MAX_NEW_FSX = 1
+MAX_EXISTING_FSX = 20
+STORAGE_NAME_RE = re.compile(r"^([\w\+\-\=\.\_\:\@/]{0,256})$")
 
 # pcluster/validators/slurm_settings_validator.py SLURM_SETTINGS_DENY_LIST (3.16.1), lowercase.
 DENY_SLURMCONF = frozenset({
@@ -157,6 +162,13 @@ def check_efa(cfg: Mapping[str, Any], cat: Catalog, ctx: _Ctx) -> None:
             ctx.add("EFA_MULTIPLE_SUBNETS", "error", QP(qi) + ("Networking", "SubnetIds"), subnets,
                     f"an EFA queue needs exactly one subnet (one Availability Zone), got "
                     f"{len(subnets)}; keep one, or turn EFA off on every compute resource")
+        if net.get("SecurityGroups"):
+            ctx.add("EFA_SECURITY_GROUP_UNCHECKED", "warning",
+                    QP(qi) + ("Networking", "SecurityGroups"), net.get("SecurityGroups"),
+                    "EFA needs a security group that allows all inbound and outbound traffic to "
+                    "and from itself; these replace the group ParallelCluster would create, and "
+                    "only `hpcflow cluster validate --deep` can check their rules "
+                    "(EfaSecurityGroupValidator)")
         cb = q.get("CapacityType") == "CAPACITY_BLOCK"
         reserved = cb or bool(q.get("CapacityReservationTarget")) or any(
             c.get("CapacityReservationTarget") for _, c in efa_crs)
@@ -229,11 +241,49 @@ def check_names_and_limits(cfg: Mapping[str, Any], cat: Catalog, ctx: _Ctx) -> N
                 ctx.add("DUPLICATE_NAME", "error", path, c.get("Name"),
                         f"compute resource name {c.get('Name')!r} is used twice in this queue")
             seen_c.add(c.get("Name"))
-    for si, st in enumerate(cfg.get("SharedStorage") or []):
-        name = (st or {}).get("Name")
+
+
+def check_shared_storage(cfg: Mapping[str, Any], cat: Catalog, ctx: _Ctx) -> None:
+    """Shared storage names, mount dirs and counts (SharedStorageNameValidator,
+    DuplicateMountDirValidator, NumberOfStorageValidator, ManagedFsxMultiAzValidator)."""
+    storages = [(si, st) for si, st in enumerate(cfg.get("SharedStorage") or [])
+                if isinstance(st, dict)]
+    seen_dirs: dict[str, str] = {}
+    for si, st in storages:
+        name = st.get("Name")
+        if isinstance(name, str) and not STORAGE_NAME_RE.match(name):
+            ctx.add("BAD_NAME", "error", ("SharedStorage", si, "Name"), name,
+                    f"{name!r} is not a valid storage name: letters, digits and + - = . _ : @ / "
+                    "only (it becomes an AWS tag value)")
         if isinstance(name, str) and len(name) > STORAGE_NAME_MAX:
             ctx.add("NAME_TOO_LONG", "error", ("SharedStorage", si, "Name"), name,
                     f"{name!r} has {len(name)} characters; at most {STORAGE_NAME_MAX}")
+        mount = st.get("MountDir")
+        if isinstance(mount, str):
+            key = mount.rstrip("/") or "/"
+            if key in seen_dirs:
+                ctx.add("DUPLICATE_MOUNT_DIR", "error", ("SharedStorage", si, "MountDir"), mount,
+                        f"{mount!r} is already the mount dir of storage {seen_dirs[key]!r}; "
+                        "every shared storage needs its own mount_dir")
+            seen_dirs.setdefault(key, str(name))
+    fsx = [(si, st) for si, st in storages if st.get("StorageType") == "FsxLustre"]
+    new = [(si, st) for si, st in fsx if not (st.get("FsxLustreSettings") or {}).get("FileSystemId")]
+    existing = len(fsx) - len(new)
+    if len(new) > MAX_NEW_FSX:
+        si = new[MAX_NEW_FSX][0]
+        ctx.add("TOO_MANY_NEW_FSX", "error", ("SharedStorage", si), len(new),
+                f"{len(new)} new FSx for Lustre file systems; ParallelCluster creates at most "
+                f"{MAX_NEW_FSX} per cluster: mount the others by file_system_id")
+    if existing > MAX_EXISTING_FSX:
+        ctx.add("TOO_MANY_EXISTING_FSX", "error", ("SharedStorage",), existing,
+                f"{existing} existing FSx for Lustre file systems; at most {MAX_EXISTING_FSX}")
+    subnets = sorted({sn for _, q in _queues(cfg)
+                      for sn in ((q.get("Networking") or {}).get("SubnetIds") or [])
+                      if isinstance(sn, str)})
+    if new and len(subnets) > 1:
+        ctx.add("MANAGED_FSX_MULTI_SUBNET", "error", ("SharedStorage", new[0][0]), subnets,
+                f"a new FSx file system cannot serve queues in several subnets {subnets}; use "
+                "one subnet for every queue, or mount an existing file system by file_system_id")
 
 
 def _check_name(name: Any, path: Path, what: str, ctx: _Ctx) -> None:
@@ -327,8 +377,8 @@ def check_mixed_types(cfg: Mapping[str, Any], cat: Catalog, ctx: _Ctx) -> None:
                     "at the slowest node's pace; use one type per training queue")
 
 
-RULES = (check_instance_types, check_efa, check_capacity, check_names_and_limits, check_fsx,
-         check_slurm_settings, check_mixed_types)
+RULES = (check_instance_types, check_efa, check_capacity, check_names_and_limits,
+         check_shared_storage, check_fsx, check_slurm_settings, check_mixed_types)
 
 
 def run_rules(cfg: Mapping[str, Any], catalog: Catalog | None = None,

@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from hpcflow.errors import Ec2Error
 from hpcflow.pcluster.rules import Finding, _Ctx
 
 Path = tuple[str | int, ...]
@@ -177,6 +178,10 @@ def deep_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
     ``endpoint_url`` for every service. Each validator failure becomes a finding whose code is
     the validator's class name; its level is ParallelCluster's (ERROR/WARNING/INFO). Costs one
     or more AWS calls per validator: seconds against AWS, about a second against moto.
+
+    Raises:
+        Ec2Error: AWS could not be asked at all (no credentials, no network, access denied):
+            that says nothing about the config, so it is not reported as a finding.
     """
     from marshmallow import ValidationError
 
@@ -192,6 +197,12 @@ def deep_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
                         f"rejected by the ParallelCluster schema: {msg}")
             return ctx.findings
         except Exception as exc:  # noqa: BLE001 - AWS errors surface as several pcluster types
+            if _is_aws_failure(exc):
+                where = endpoint_url or f"AWS in {region}"
+                raise Ec2Error(
+                    f"--deep: ParallelCluster's validators could not ask {where}: {exc}. Check "
+                    "your AWS credentials (AWS_PROFILE or the AWS_* variables) and network; "
+                    "without --deep, validate checks the config offline") from None
             ctx.add("DEEP_VALIDATION_FAILED", "error", (), None,
                     f"ParallelCluster's validators stopped: {type(exc).__name__}: {exc}")
             return ctx.findings
@@ -203,6 +214,16 @@ def deep_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
         ctx.findings.append(Finding(name, level, f"ParallelCluster {name}", None,
                                     str(failure.message)))
     return ctx.findings
+
+
+def _is_aws_failure(exc: BaseException) -> bool:
+    """True for an AWS call that failed (no credentials, no network, access denied) rather than
+    a config problem: pcluster wraps boto3 errors in ``AWSClientError`` (3.16.1
+    ``pcluster/aws/common.py``); some paths let botocore's own errors through."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from pcluster.aws.common import AWSClientError
+
+    return isinstance(exc, (AWSClientError, BotoCoreError, ClientError))
 
 
 def _fmt(path: Path) -> str:

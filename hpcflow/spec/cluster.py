@@ -13,21 +13,61 @@ https://docs.aws.amazon.com/parallelcluster/latest/ug/cluster-configuration-file
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from hpcflow.errors import SpecError
 from hpcflow.spec.loading import apply_overrides, load_yaml_mapping, validate_model
+
+
+def _matching(pattern: str, what: str, example: str) -> AfterValidator:
+    """A validator that refuses a string not matching ``pattern`` with a message saying what is
+    expected (pydantic's own says only "String should match pattern '^...$'")."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if compiled.match(value):
+            return value
+        hint = ""
+        if value != value.lower() and compiled.match(value.lower()):
+            hint = f"; did you mean {value.lower()!r}?"
+        elif value != value.strip() and compiled.match(value.strip()):
+            hint = f"; did you mean {value.strip()!r}?"
+        raise ValueError(f"not {what}: expected e.g. {example!r}{hint}")
+
+    return AfterValidator(check)
+
 
 # Patterns as in aws-parallelcluster 3.16.1 pcluster/schemas/cluster_schema.py (SubnetId,
 # FileSystemId) and the EC2 id formats.
-SubnetId = Annotated[str, StringConstraints(pattern=r"^subnet-[0-9a-z]+$")]
-InstanceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")]
-ScriptUrl = Annotated[str, StringConstraints(pattern=r"^(s3|https)://\S+$")]
-S3Path = Annotated[str, StringConstraints(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$")]
-BucketName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")]
-MountDir = Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9_./-]*$")]
+SubnetId = Annotated[str, _matching(r"^subnet-[0-9a-z]+$", "a subnet id",
+                                    "subnet-0a1b2c3d4e5f60718")]
+InstanceType = Annotated[str, _matching(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$",
+                                        "an EC2 instance type (lowercase family.size)",
+                                        "p5.48xlarge")]
+ScriptUrl = Annotated[str, _matching(r"^(s3|https)://\S+$", "an s3:// or https:// script URL",
+                                     "s3://my-bucket/bootstrap/10-efa.sh")]
+S3Path = Annotated[str, _matching(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$",
+                                  "an S3 path (s3://bucket/prefix, lowercase bucket name)",
+                                  "s3://my-bucket/datasets")]
+BucketName = Annotated[str, _matching(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+                                      "an S3 bucket name (3-63 lowercase letters, digits, dots, "
+                                      "hyphens; no s3:// prefix)", "my-checkpoints")]
+MountDir = Annotated[str, _matching(r"^/[A-Za-z0-9_./-]*$", "an absolute path", "/fsx")]
+ReservationId = Annotated[str, _matching(r"^cr-[0-9a-f]+$", "a capacity reservation id",
+                                         "cr-0123456789abcdef0")]
+FileSystemId = Annotated[str, _matching(r"^fs-[0-9a-z]{17}$",
+                                        "an FSx file system id (fs- and 17 characters)",
+                                        "fs-0123456789abcdef0")]
+AmiId = Annotated[str, _matching(r"^ami-[0-9a-z]+$", "an AMI id", "ami-0123456789abcdef0")]
+Region = Annotated[str, _matching(r"^[a-z]{2}(-gov)?-[a-z]+-\d$", "an AWS region", "us-east-1")]
+# pcluster/constants.py PCLUSTER_NAME_REGEX with PCLUSTER_NAME_MAX_LENGTH 60 (3.16.1).
+ClusterName = Annotated[str, _matching(r"^[a-zA-Z][a-zA-Z0-9-]{0,59}$",
+                                       "a cluster name (a letter, then letters, digits and "
+                                       "hyphens; at most 60 characters)", "train-p5")]
 
 # ParallelCluster 3.16.1 Image.Os choices (ClusterSchema error text, seen with 3.16.1).
 OS_CHOICES = ("alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rocky8", "rhel9", "rocky9")
@@ -65,7 +105,7 @@ class ComputeSpec(_Model):
     """Most nodes this resource scales to (``MaxCount``)."""
     efa: bool | None = None
     """Attach EFA; default: on when the instance type supports it."""
-    reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]+$")
+    reservation_id: ReservationId | None = None
     """Capacity reservation for this resource only (overrides the queue's)."""
 
 
@@ -76,7 +116,7 @@ class QueueSpec(_Model):
     """Queue (partition) name: lowercase letters, digits and hyphens, at most 25 characters."""
     capacity_type: Literal["ondemand", "spot", "capacity_block"] = "ondemand"
     """How the nodes are bought: on-demand, spot, or an EC2 Capacity Block for ML."""
-    reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]+$")
+    reservation_id: ReservationId | None = None
     """Capacity reservation id (``cr-...``); required for ``capacity_block``."""
     subnet_ids: list[SubnetId] = Field(min_length=1)
     """Subnets of the queue; EFA queues need exactly one."""
@@ -112,7 +152,7 @@ class StorageSpec(_Model):
     """Storage name (``SharedStorage[].Name``)."""
     mount_dir: MountDir = "/fsx"
     """Where every node mounts it."""
-    file_system_id: str | None = Field(default=None, pattern=r"^fs-[0-9a-z]{17}$")
+    file_system_id: FileSystemId | None = None
     """Mount this existing file system; the settings below must then be left out."""
     storage_capacity_gib: int | None = Field(default=None, ge=1)
     """Capacity in GiB: 1200 or a multiple of 2400 (SCRATCH_2, PERSISTENT_1/2)."""
@@ -204,13 +244,13 @@ class MonitoringSpec(_Model):
 class ClusterSpec(_Model):
     """A cluster for training: head node, queues, shared storage and bootstrap."""
 
-    name: str = Field(default="hpcflow", pattern=r"^[a-zA-Z][a-zA-Z0-9-]{0,59}$")
+    name: ClusterName = "hpcflow"
     """Cluster name (used when validating; ``pcluster create-cluster`` takes it again)."""
-    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    region: Region
     """AWS region, e.g. ``us-east-1``."""
     os: Os = "alinux2023"
     """Node operating system (``Image.Os``)."""
-    custom_ami: str | None = Field(default=None, pattern=r"^ami-[0-9a-z]+$")
+    custom_ami: AmiId | None = None
     """Custom AMI for every node (``Image.CustomAmi``)."""
     head_node: HeadNodeSpec
     """The head node."""
@@ -239,7 +279,12 @@ def load_cluster_spec(path: str | Path, overrides: list[str] | tuple[str, ...] =
         SpecError: the file cannot be read, or a field is unknown, of the wrong type or not
             allowed; one line per problem naming the field path.
     """
+    if Path(path).is_dir():
+        raise SpecError(f"{path}: is a directory; give the spec file, e.g. cluster.spec.yaml")
     data = load_yaml_mapping(path)
+    if not data and not overrides:
+        raise SpecError(f"{path}: the file is empty; a cluster spec needs at least region, "
+                        "head_node and queues (see docs/admin-guide.md, step 3)")
     if overrides:
         data = apply_overrides(data, overrides)
     return validate_model(ClusterSpec, data, str(path))

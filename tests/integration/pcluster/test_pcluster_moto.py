@@ -85,3 +85,18 @@ def test_deep_validation_raises_no_efa_finding_for_p5(aws_env, moto_url, tmp_pat
     assert "EfaValidator" not in text and "does not support EFA" not in text
     # ParallelCluster's validators really ran: moto's missing pieces show up as their findings.
     assert "ParallelCluster InstanceTypeBaseAMICompatibleValidator" in text
+
+
+def test_deep_validation_checks_the_efa_security_group_self_rule(aws_env, moto_url, tmp_path):
+    """Offline, a queue's own SecurityGroups only warn; --deep asks EC2 for their rules."""
+    net = _network(moto_url)
+    ec2 = _ec2(moto_url)
+    vpc = ec2.describe_subnets(SubnetIds=[net["subnet"]])["Subnets"][0]["VpcId"]
+    sg = ec2.create_security_group(GroupName=f"no-self-{net['subnet']}", Description="x",
+                                   VpcId=vpc)["GroupId"]
+    config = _config(net, "p5.48xlarge")
+    config["Scheduling"]["SlurmQueues"][0]["Networking"]["SecurityGroups"] = [sg]
+    r, doc = _deep(tmp_path, moto_url, config)
+    assert r.exit_code == 2
+    assert "ParallelCluster EfaSecurityGroupValidator" in doc["error"]["message"]
+    assert "to and from the security group itself" in doc["error"]["message"]

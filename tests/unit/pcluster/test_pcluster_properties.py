@@ -44,6 +44,9 @@ def queue(draw, name: str):
 
 @st.composite
 def storage(draw, i: int):
+    if i > 0:  # ParallelCluster creates at most one FSx per cluster; the others exist already
+        return {"name": f"fsx{i}", "mount_dir": f"/fsx{i}",
+                "file_system_id": f"fs-0123456789abcde{i:02d}"}
     dt = draw(st.sampled_from(["SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]))
     s = {"name": f"fsx{i}", "mount_dir": f"/fsx{i}", "deployment_type": dt,
          "storage_capacity_gib": draw(st.sampled_from([1200, 2400, 4800, 9600]))}
@@ -94,6 +97,20 @@ BREAKERS = {
     "wrong-type": lambda s: s["queues"][0]["compute"][0].update(max_nodes="many"),
     "forbidden-slurm": lambda s: s.update(slurm={"custom_settings": {"Epilog": "/x"}}),
     "typo-type": lambda s: s["queues"][0]["compute"][0].update(instance_type="p4d.24xl"),
+    "upper-type": lambda s: s["queues"][0]["compute"][0].update(instance_type="P5.48XLARGE"),
+    "two-new-fsx": lambda s: s.update(storage=[
+        {"name": f"f{i}", "mount_dir": f"/f{i}", "storage_capacity_gib": 1200,
+         "per_unit_storage_throughput": 125} for i in range(2)]),
+    "same-mount-dir": lambda s: s.update(storage=[
+        {"name": f"f{i}", "mount_dir": "/fsx", "file_system_id": f"fs-0123456789abcde{i:02d}"}
+        for i in range(2)]),
+    "efa-two-subnets": lambda s: s["queues"][0].update(
+        subnet_ids=[SUBNET, "subnet-0b2c3d4e5f6071829"],
+        compute=[{"instance_type": "p5.48xlarge", "max_nodes": 2}]),
+    "capacity-block-min-max": lambda s: s["queues"][0].update(
+        capacity_type="capacity_block", reservation_id="cr-0123456789abcdef0",
+        compute=[{"instance_type": "p5.48xlarge", "min_nodes": 1, "max_nodes": 2}]),
+    "empty-file": lambda s: s.clear(),
 }
 
 

@@ -59,6 +59,14 @@ def _dras(n: int):
         {"name": f"d{i}", "s3_path": f"s3://bucket-x/p{i}", "fs_path": f"/p{i}"} for i in range(n)])
 
 
+def _two_storages(second: dict[str, Any], mount_dir: str = "/other"):
+    """The base FSx at /fsx plus a second file system ``second`` at ``mount_dir``."""
+    def edit(spec: dict[str, Any]) -> None:
+        _storage()(spec)
+        spec["storage"].append({"name": "second", "mount_dir": mount_dir, **second})
+    return edit
+
+
 def _cb(**compute: Any):
     def edit(spec: dict[str, Any]) -> None:
         q = spec["queues"][0]
@@ -126,6 +134,14 @@ ERROR_CASES = [
                  "queues[0].compute[0].instance_type", id="instance-type-typo"),
     pytest.param(_both(_many_queues(2), _set("queues.1.name", "q0")), "DUPLICATE_NAME",
                  "queues[1].name", id="duplicate-queue-name"),
+    pytest.param(_two_storages({"storage_capacity_gib": 1200, "per_unit_storage_throughput": 125}),
+                 "TOO_MANY_NEW_FSX", "storage[1]", id="two-new-fsx"),
+    pytest.param(_two_storages({"file_system_id": "fs-0123456789abcdef1"}, mount_dir="/fsx"),
+                 "DUPLICATE_MOUNT_DIR", "storage[1].mount_dir", id="same-mount-dir"),
+    pytest.param(_both(_storage(), _set("queues.0.compute.0.instance_type", "g6.xlarge"),
+                       _set("queues.0.subnet_ids", ["subnet-0aa", "subnet-0bb"])),
+                 "MANAGED_FSX_MULTI_SUBNET", "storage[0]", id="new-fsx-with-two-subnets"),
+    pytest.param(_storage(name="my fsx!"), "BAD_NAME", "storage[0].name", id="storage-name-chars"),
 ]
 
 
@@ -193,3 +209,17 @@ def test_fsx_delete_policy_warns(base_spec):
     _storage(deletion_policy="Delete")(base_spec)
     found = [(f.level, f.code, f.path) for f in _findings(base_spec)]
     assert ("warning", "FSX_DELETE_ON_CLUSTER_DELETE", "storage[0].deletion_policy") in found
+
+
+def test_one_new_and_one_existing_fsx_on_their_own_dirs_pass(base_spec):
+    _two_storages({"file_system_id": "fs-0123456789abcdef1"})(base_spec)
+    assert [f for f in _findings(base_spec) if f.level == "error"] == []
+
+
+def test_own_security_groups_on_an_efa_queue_warn_that_only_deep_checks_them():
+    findings = run_rules(_hand_written_efa_queue(PlacementGroup={"Enabled": True},
+                                                 SecurityGroups=["sg-0123456789abcdef0"]))
+    assert [(f.level, f.code, f.path) for f in findings] == [
+        ("warning", "EFA_SECURITY_GROUP_UNCHECKED",
+         "Scheduling.SlurmQueues[0].Networking.SecurityGroups")]
+    assert "--deep" in findings[0].message and "to and from itself" in findings[0].message
