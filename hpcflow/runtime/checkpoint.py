@@ -1,10 +1,19 @@
-"""Sharded checkpoints that are complete or ignored (DESIGN.md §3, docs/protocol.md step 5).
+"""Sharded checkpoints that are complete or ignored, written in the background or in line
+(DESIGN.md §3, docs/protocol.md step 5).
 
-Save: every rank writes its shards into a fresh ``step_<N>.tmp/`` with
-``torch.distributed.checkpoint`` (DCP) → barrier → rank 0 writes the commit record, renames the
+A save: rank 0 makes a fresh ``step_<N>.tmp/`` → every rank writes its shards there with
+``torch.distributed.checkpoint`` (DCP) → DCP's last collective gathers every rank's write result
+on rank 0, which then writes ``.metadata`` → rank 0 writes the commit record, renames the
 directory to ``step_<N>/`` and prunes old checkpoints → every rank learns the outcome. A failure
 anywhere raises :class:`~hpcflow.errors.CheckpointError` on every rank and leaves no committed
 directory behind.
+
+An asynchronous save (``save(..., blocking=False)``) copies the state into CPU memory ("staging",
+DCP's ``DefaultStager``; the buffers are reused by later saves) and returns; a background thread
+then does the write and the commit, as ``dcp.async_save`` does with its thread executor
+(torch/distributed/checkpoint/state_dict_saver.py). Every collective of a save runs on a separate
+gloo process group made for checkpoints, so the writer thread never runs a collective on the
+training group (torchtitan ``components/checkpoint.py`` does the same for its async mode).
 
 ``state`` is a DCP state dict: tensors, DTensors, picklable values, and objects with
 ``state_dict()`` / ``load_state_dict()`` (DCP's ``Stateful``), e.g.
@@ -14,6 +23,11 @@ directory behind.
 from __future__ import annotations
 
 import os
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +35,59 @@ from hpcflow.errors import CheckpointError
 from hpcflow.runtime import commit as layout
 from hpcflow.runtime import dist as hdist
 
+#: ``on_event(event, step)``; called on the thread where the event happens (see CheckpointManager).
+EventHook = Callable[[str, int], None]
+
+#: Seconds a checkpoint collective may wait for the other ranks (the checkpoint group's timeout).
+DEFAULT_COORD_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """A committed save as this rank saw it.
+
+    Attributes:
+        step: the step the checkpoint holds.
+        path: the committed directory ``<root>/step_<step>``.
+        blocking: whether the caller waited for the write (a synchronous save).
+        blocked_s: seconds the caller spent inside :meth:`CheckpointManager.save`.
+        total_s: seconds from the ``save`` call until this rank knew the commit.
+    """
+
+    step: int
+    path: Path
+    blocking: bool
+    blocked_s: float
+    total_s: float
+
+
+@dataclass
+class _InFlight:
+    step: int
+    future: Future[float]  # monotonic time at which this rank learned the commit
+    started: float
+    blocked_s: float
+
 
 class CheckpointManager:
     """Saves, commits, finds and loads the checkpoints under one root directory.
 
-    All methods except :meth:`latest_committed`, :meth:`committed_steps` and :meth:`due` are
-    collective when a process group is active: every rank calls them in the same order.
-    The root must be on a file system every rank sees (the run directory).
+    :meth:`save`, :meth:`wait`, :meth:`close`, :meth:`clean_partial` and :meth:`load` are
+    collective when a process group is active: every rank calls them in the same order, at the
+    same step. :meth:`poll`, :attr:`in_flight`, :meth:`latest_committed`, :meth:`committed_steps`
+    and :meth:`due` are local. The root must be on a file system every rank sees.
 
-    ``save`` is synchronous today. An asynchronous save (``dcp.async_save``) fits behind the same
-    calls: ``save`` would return after staging and :meth:`wait` would finish the write and
-    commit, so callers already call :meth:`wait` before relying on a commit. TODO(#async-save).
+    At most one save is in flight: :meth:`save` first waits for the previous one, so the ranks
+    never disagree about which saves exist. Before the process ends, call :meth:`wait` (or
+    :meth:`close`): a save still in flight when the process dies is never committed, and the
+    next start removes its directory.
+
+    ``on_event(event, step)`` sees, in order: ``save_start``, ``prepared`` (the ``.tmp``
+    directory exists), ``staged`` (async only: the live state may change from here on),
+    ``write_start``, ``write_data`` (this rank starts writing its files), ``finish`` (rank 0,
+    before DCP writes ``.metadata``), ``written`` (every rank's files are written), then on rank 0
+    ``record_written`` and ``renamed`` (the commit point), then ``committed`` on every rank; or
+    ``failed``. Events from ``write_start`` on come from the writer thread for an async save.
 
     Args:
         root: checkpoint directory (``HPCFLOW_CHECKPOINT_DIR``); created on the first save.
@@ -39,9 +95,11 @@ class CheckpointManager:
         interval_steps: :meth:`due` is true every this many steps; 0 = never (save only when
             preempted).
         extra_record: more facts for each commit record, e.g. the mesh layout.
+        on_event: observer of the save's phases (tests, metrics); must be thread-safe.
+        coord_timeout_s: seconds a checkpoint collective waits for the other ranks.
 
     Raises:
-        ValueError: ``keep`` < 1 or ``interval_steps`` < 0.
+        ValueError: ``keep`` < 1, ``interval_steps`` < 0 or ``coord_timeout_s`` <= 0.
     """
 
     def __init__(
@@ -51,15 +109,26 @@ class CheckpointManager:
         interval_steps: int = 0,
         *,
         extra_record: dict[str, Any] | None = None,
+        on_event: EventHook | None = None,
+        coord_timeout_s: float = DEFAULT_COORD_TIMEOUT_S,
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep={keep}: at least the newest checkpoint must be kept")
         if interval_steps < 0:
             raise ValueError(f"interval_steps={interval_steps} must be 0 (off) or positive")
+        if coord_timeout_s <= 0:
+            raise ValueError(f"coord_timeout_s={coord_timeout_s} must be positive")
         self.root = Path(root)
         self.keep = keep
         self.interval_steps = interval_steps
         self.extra_record = dict(extra_record or {})
+        self.on_event = on_event
+        self.coord_timeout_s = coord_timeout_s
+        self._group: Any = None
+        self._group_made = False
+        self._executor: ThreadPoolExecutor | None = None
+        self._stager: Any = None
+        self._in_flight: _InFlight | None = None
 
     def due(self, step: int) -> bool:
         """True if the periodic interval asks for a checkpoint after ``step``."""
@@ -73,17 +142,22 @@ class CheckpointManager:
         """The highest committed step, or ``None`` when there is none.
 
         ``.tmp`` directories and directories without a valid record never count. Local read:
-        call it after :meth:`clean_partial` (which ends with a barrier) and, to be safe against a
-        file system with lagging metadata, let rank 0 decide and broadcast the result.
+        call it after :meth:`clean_partial` (which ends with a collective) and, to be safe against
+        a file system with lagging metadata, let rank 0 decide and broadcast the result.
         """
         steps = self.committed_steps()
         return steps[-1] if steps else None
 
-    def clean_partial(self) -> list[Path]:
-        """Rank 0 removes partial directories (``step_<N>.tmp/``, ``step_<N>/`` without a
-        record); then every rank waits. Call at start, before anything is loaded or saved.
+    @property
+    def in_flight(self) -> int | None:
+        """The step of the asynchronous save not yet collected, or ``None`` (local)."""
+        return self._in_flight.step if self._in_flight else None
 
-        Leftover partial directories can hang the next save (DESIGN.md §3).
+    def clean_partial(self) -> list[Path]:
+        """Wait for a save in flight, then rank 0 removes partial directories (``step_<N>.tmp/``,
+        ``step_<N>/`` without a record); every rank learns the outcome. Call at start, before
+        anything is loaded or saved. Leftover partial directories can hang the next save
+        (DESIGN.md §3).
 
         Returns:
             The directories removed (empty on ranks other than 0).
@@ -91,78 +165,134 @@ class CheckpointManager:
         Raises:
             CheckpointError: rank 0 could not remove one (raised on every rank).
         """
+        self.wait()
+        removed = self._on_rank0("clean partial checkpoints", lambda: layout.remove_partial(self.root))
+        return removed or []
 
-        def work() -> list[Path]:
-            return layout.remove_partial(self.root)
+    def save(self, step: int, state: dict[str, Any], *, blocking: bool = True) -> Path:
+        """Write the checkpoint of ``step`` and commit it, now or in the background.
 
-        return self._on_rank0("clean partial checkpoints", work) or []
+        A save still in flight is waited for first (and its failure raised). Saving the step
+        that is in flight again does not write it twice: ``blocking=True`` waits for it.
 
-    def save(self, step: int, state: dict[str, Any]) -> Path:
-        """Write and commit the checkpoint of ``step``.
-
-        Cost: one sharded write of the state by every rank (with fsync of each file), DCP's own
-        collectives, one barrier, two small broadcasts, and the record write plus one rename on
-        rank 0.
+        Cost, blocking: one sharded write of the state by every rank (fsync of each file), DCP's
+        collectives and two small ones of hpcflow's, the record and one rename on rank 0.
+        Non-blocking: the caller pays one copy of the state into CPU memory (the staging buffers,
+        as large as this rank's state, are kept for the next save) and two small collectives;
+        the rest runs in a background thread.
 
         Args:
             step: the number of completed training steps the state holds.
             state: the DCP state dict to write.
+            blocking: False = return once the state is staged; the commit follows when every
+                rank's files are written (see :meth:`poll`, :meth:`wait`).
 
         Returns:
-            The committed directory ``<root>/step_<step>``.
+            The directory ``<root>/step_<step>`` (committed already when ``blocking``).
 
         Raises:
-            CheckpointError: ``step_<step>/`` exists already, or a write, the commit or the
-                pruning failed (raised on every rank; no committed directory is left for a
-                failed write).
+            CheckpointError: ``step_<step>/`` exists already, or staging, a write, the commit or
+                the pruning failed, this save's or the one in flight before it (raised on every
+                rank; no committed directory is left for a failed write).
         """
-        tmp = layout.tmp_dir(self.root, step)
-
-        def prepare() -> None:
-            if layout.step_dir(self.root, step).exists():
-                raise FileExistsError(
-                    f"{layout.step_dir(self.root, step)} exists already; "
-                    "a checkpoint is never overwritten"
-                )
-            if tmp.exists():  # a save of this step that failed earlier in this process
-                layout.remove_partial(self.root)
-            tmp.mkdir(parents=True)
-
-        self._on_rank0(f"prepare checkpoint of step {step}", prepare)
-        import torch.distributed.checkpoint as dcp
-
-        try:
-            dcp.save(
-                state,
-                storage_writer=dcp.FileSystemWriter(tmp, sync_files=True, overwrite=False),
-            )
-        except Exception as exc:  # DCP gathers every rank's failure and raises on all ranks
-            raise CheckpointError(
-                f"writing the checkpoint of step {step} to {tmp} failed: {exc}"
-            ) from exc
-        hdist.barrier()
-        world_size = hdist.get_world_size()
-
-        def finish() -> Path:
-            final = layout.commit(self.root, step, world_size, self.extra_record)
-            layout.prune(self.root, self.keep)
+        started = time.monotonic()
+        final = layout.step_dir(self.root, step)
+        if self._in_flight is not None and self._in_flight.step == step:
+            if blocking:
+                self.wait()
             return final
+        self.wait()
+        self._emit("save_start", step)
+        self._on_rank0(f"prepare checkpoint of step {step}", lambda: self._prepare(step))
+        self._emit("prepared", step)
+        flat, error = None, None
+        try:  # a local failure here must not leave the other ranks waiting inside DCP
+            flat = self._flatten(state)
+            if not blocking:
+                flat = self._stage(flat)
+        except Exception as exc:  # agreed on below, so every rank raises it
+            error = f"capturing the state of step {step} failed: {type(exc).__name__}: {exc}"
+        error = self._first_error(error)
+        if error is not None:
+            self._emit("failed", step)
+            raise CheckpointError(error)
+        if blocking:
+            self._write_and_commit(flat, step)
+            return final
+        self._emit("staged", step)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpcflow-ckpt")
+        future = self._executor.submit(self._write_and_commit, flat, step)
+        self._in_flight = _InFlight(step, future, started, time.monotonic() - started)
+        return final
 
-        self._on_rank0(f"commit checkpoint of step {step}", finish)
-        return layout.step_dir(self.root, step)
+    def poll(self) -> SaveResult | None:
+        """Collect the asynchronous save if it has committed; never blocks, never raises.
 
-    def wait(self) -> None:
-        """Block until the last save is committed (immediate: saves are synchronous today)."""
+        Local: ranks may see the commit at different steps, so never base a collective decision
+        on it. A failed save is left in flight for :meth:`wait` or the next :meth:`save` to raise
+        on every rank.
+
+        Returns:
+            The committed save (once), or ``None`` while it runs, after a failure, or when
+            nothing is in flight.
+        """
+        flight = self._in_flight
+        if flight is None or not flight.future.done() or flight.future.exception() is not None:
+            return None
+        return self.wait()
+
+    def wait(self) -> SaveResult | None:
+        """Block until the asynchronous save in flight is committed on this rank.
+
+        Returns:
+            The save it waited for, or ``None`` when nothing was in flight.
+
+        Raises:
+            CheckpointError: that save failed (raised on every rank).
+        """
+        flight = self._in_flight
+        if flight is None:
+            return None
+        self._in_flight = None
+        try:
+            done = flight.future.result()
+        except CheckpointError:
+            raise
+        except _dcp_errors() as exc:  # an error outside the write itself; still every rank's
+            raise CheckpointError(
+                f"the checkpoint of step {flight.step} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        return SaveResult(flight.step, layout.step_dir(self.root, flight.step), False,
+                          flight.blocked_s, done - flight.started)
+
+    def close(self) -> None:
+        """Wait for a save in flight, then free the writer thread and the staging buffers.
+
+        Raises:
+            CheckpointError: the save in flight failed (the resources are freed anyway).
+        """
+        try:
+            self.wait()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+            if self._stager is not None:
+                self._stager.close()
+                self._stager = None
 
     def load(self, step: int, state: dict[str, Any]) -> None:
         """Read committed checkpoint ``step`` into ``state`` in place (collective).
 
-        Stateful entries get ``load_state_dict`` called with what was read.
+        Stateful entries get ``load_state_dict`` called with what was read. A save in flight is
+        waited for first.
 
         Raises:
             CheckpointError: ``step_<step>/`` is not committed, or DCP could not read it (e.g. a
                 key of ``state`` is missing from the checkpoint).
         """
+        self.wait()
         directory = layout.step_dir(self.root, step)
         if layout.read_commit_record(directory) is None:
             raise CheckpointError(f"{directory} is not a committed checkpoint; it is never loaded")
@@ -170,10 +300,115 @@ class CheckpointManager:
 
         try:
             dcp.load(state, storage_reader=dcp.FileSystemReader(directory))
-        except Exception as exc:
+        except _dcp_errors() as exc:
             raise CheckpointError(f"loading the checkpoint {directory} failed: {exc}") from exc
 
-    def _on_rank0(self, what: str, work: Any) -> Any:
+    # ---- internals
+
+    def _emit(self, event: str, step: int) -> None:
+        if self.on_event is not None:
+            self.on_event(event, step)
+
+    def _prepare(self, step: int) -> None:
+        """On rank 0: refuse a committed step, replace a stale ``.tmp`` of this step, mkdir."""
+        final = layout.step_dir(self.root, step)
+        if final.exists():
+            raise FileExistsError(f"{final} exists already; a checkpoint is never overwritten")
+        tmp = layout.tmp_dir(self.root, step)
+        if tmp.is_dir() and not tmp.is_symlink():  # a save of this step that failed earlier
+            shutil.rmtree(tmp)
+        elif tmp.exists() or tmp.is_symlink():
+            tmp.unlink()
+        tmp.mkdir(parents=True)
+
+    @staticmethod
+    def _flatten(state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` with each Stateful entry replaced by its ``state_dict()``, as DCP's own
+        ``save`` does first, so the checkpoint's keys are the same either way."""
+        from torch.distributed.checkpoint.stateful import Stateful
+
+        return {k: v.state_dict() if isinstance(v, Stateful) else v for k, v in state.items()}
+
+    def _stage(self, flat: dict[str, Any]) -> Any:
+        """Copy ``flat`` into this manager's CPU buffers (allocated on the first save)."""
+        import torch
+        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+        if self._stager is None:
+            pin = torch.cuda.is_available()  # pinned host memory speeds device-to-host copies
+            self._stager = DefaultStager(StagingOptions(
+                use_pinned_memory=pin, use_shared_memory=False, use_async_staging=False,
+                use_non_blocking_copy=False,
+            ))
+        return self._stager.stage(flat)
+
+    def _write_and_commit(self, state: Any, step: int) -> float:
+        """Write with DCP, then commit on rank 0; every rank returns or raises the same outcome.
+
+        Runs on the writer thread for an async save. Uses only the checkpoint group.
+
+        Returns:
+            The monotonic time at which this rank knew the commit.
+        """
+        import torch.distributed.checkpoint as dcp
+
+        tmp = layout.tmp_dir(self.root, step)
+        try:
+            self._emit("write_start", step)
+            try:
+                dcp.save(state, storage_writer=_observed_writer(tmp, self._emit, step),
+                         process_group=self._coord_group())
+            except _dcp_errors() as exc:  # DCP gathers every rank's failure, raises on all
+                raise CheckpointError(
+                    f"writing the checkpoint of step {step} to {tmp} failed: {exc}"
+                ) from exc
+            # DCP's last step gathers every rank's write result on rank 0 (each file fsynced
+            # with sync_files=True) before rank 0 writes .metadata: every rank has written.
+            self._emit("written", step)
+            self._on_rank0(f"commit checkpoint of step {step}", lambda: self._commit(step))
+            self._emit("committed", step)
+        except BaseException:
+            self._emit("failed", step)
+            raise
+        return time.monotonic()
+
+    def _commit(self, step: int) -> None:
+        layout.check_committable(self.root, step)
+        world_size = hdist.get_world_size()
+        layout.write_commit_record(layout.tmp_dir(self.root, step), step, world_size,
+                                   self.extra_record)
+        self._emit("record_written", step)
+        layout.publish(self.root, step)
+        self._emit("renamed", step)
+        layout.prune(self.root, self.keep)
+
+    def _coord_group(self) -> Any:
+        """The gloo group for checkpoint collectives, made on first use (collective), or
+        ``None`` without a process group."""
+        if not self._group_made:
+            if hdist.is_distributed():
+                from datetime import timedelta
+
+                import torch.distributed as dist
+
+                self._group = dist.new_group(
+                    backend="gloo", timeout=timedelta(seconds=self.coord_timeout_s)
+                )
+            self._group_made = True
+        return self._group
+
+    def _first_error(self, error: str | None) -> str | None:
+        """Every rank's ``error`` gathered; the first one (by rank) on every rank, or None."""
+        group = self._coord_group()
+        if group is None:
+            return error
+        import torch.distributed as dist
+
+        errors: list[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(errors, error, group=group)
+        return next((e for e in errors if e is not None), None)
+
+    def _on_rank0(self, what: str, work: Callable[[], Any]) -> Any:
         """Run ``work()`` on rank 0, share success or the error message with every rank."""
         result: Any = None
         error: str | None = None
@@ -182,7 +417,40 @@ class CheckpointManager:
                 result = work()
             except Exception as exc:  # reported on every rank below
                 error = f"{what} under {self.root} failed: {type(exc).__name__}: {exc}"
-        error = hdist.broadcast_object(error)
+        group = self._coord_group()
+        if group is not None:
+            import torch.distributed as dist
+
+            box = [error]
+            dist.broadcast_object_list(box, group=group, group_src=0)
+            error = box[0]
         if error is not None:
             raise CheckpointError(error)
         return result
+
+
+def _dcp_errors() -> tuple[type[BaseException], ...]:
+    """What a DCP call raises: its ``CheckpointException`` (a ``BaseException``, so
+    ``except Exception`` misses it; torch/distributed/checkpoint/api.py) or any ``Exception``."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    return (Exception, CheckpointException)
+
+
+def _observed_writer(path: Path, emit: EventHook, step: int) -> Any:
+    """DCP's ``FileSystemWriter`` (fsync of every file, refuses an existing checkpoint) that
+    reports ``write_data`` and ``finish`` to ``emit``."""
+    import torch.distributed.checkpoint as dcp
+
+    class ObservedWriter(dcp.FileSystemWriter):
+        def write_data(self, plan: Any, planner: Any) -> Any:
+            emit("write_data", step)
+            return super().write_data(plan, planner)
+
+        def finish(self, metadata: Any, results: Any) -> None:
+            emit("finish", step)
+            super().finish(metadata, results)
+
+    return ObservedWriter(path, sync_files=True, overwrite=False)
+
+

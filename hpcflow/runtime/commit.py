@@ -5,9 +5,13 @@ Layout under the checkpoint root (docs/protocol.md, "Run directory")::
     step_<N>.tmp/   being written by torch.distributed.checkpoint; never loaded
     step_<N>/       committed: holds hpcflow-commit.json, written after every rank finished
 
-A directory counts as committed only if its record parses, names the same step and every file it
+A directory counts as committed only if its record parses, names the same step, lists DCP's
+``.metadata`` file (DCP writes it last, after every rank's shards: DESIGN.md §3) and every file it
 lists is present with the listed size. Everything here is plain file-system work (no torch), so it
 is tested on a temporary directory.
+
+Committing is two steps, :func:`write_commit_record` then :func:`publish` (the rename); a crash
+between them leaves a ``.tmp`` directory, which is never loaded.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 COMMIT_NAME = "hpcflow-commit.json"
+#: The file DCP's ``FileSystemWriter.finish`` writes on the coordinator after every rank's shards
+#: are written (torch/distributed/checkpoint/filesystem.py): without it a directory is partial.
+DCP_METADATA = ".metadata"
 RECORD_FORMAT = "hpcflow-checkpoint/1"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 _TMP_DIR = re.compile(r"^step_(\d+)\.tmp$")
@@ -149,6 +156,8 @@ def read_commit_record(directory: Path) -> dict[str, Any] | None:
     files = record.get("files")
     if not isinstance(files, list) or not files:
         return None
+    if not any(isinstance(entry, dict) and entry.get("path") == DCP_METADATA for entry in files):
+        return None
     for entry in files:
         try:
             if (directory / entry["path"]).stat().st_size != entry["size_bytes"]:
@@ -182,8 +191,7 @@ def scan(root: Path) -> CheckpointScan:
 
 
 def commit(root: Path, step: int, world_size: int, extra: dict[str, Any] | None = None) -> Path:
-    """Commit ``step_<step>.tmp/``: write its record, rename it to ``step_<step>/`` (atomic
-    within one file system, POSIX ``rename(2)``; also on Lustre), fsync the root.
+    """Commit ``step_<step>.tmp/``: write its record, then :func:`publish` it.
 
     Call on one rank only, after every rank finished writing.
 
@@ -191,17 +199,55 @@ def commit(root: Path, step: int, world_size: int, extra: dict[str, Any] | None 
         The committed directory.
 
     Raises:
-        FileNotFoundError: the ``.tmp`` directory is missing.
+        FileNotFoundError: the ``.tmp`` directory or its ``.metadata`` is missing (the write did
+            not finish).
         FileExistsError: ``step_<step>/`` exists already (never overwritten).
         OSError: the file system refused a write, fsync or rename.
+    """
+    check_committable(root, step)
+    write_commit_record(tmp_dir(root, step), step, world_size, extra)
+    return publish(root, step)
+
+
+def check_committable(root: Path, step: int) -> None:
+    """Raise unless ``step_<step>.tmp/`` holds a finished DCP write and ``step_<step>/`` is free.
+
+    Raises:
+        FileNotFoundError: the ``.tmp`` directory or its ``.metadata`` is missing.
+        FileExistsError: ``step_<step>/`` exists already.
     """
     source = tmp_dir(root, step)
     target = step_dir(root, step)
     if not source.is_dir():
         raise FileNotFoundError(f"{source} does not exist; nothing to commit")
+    if not (source / DCP_METADATA).is_file():
+        raise FileNotFoundError(
+            f"{source / DCP_METADATA} is missing: the write did not finish; never committed"
+        )
     if target.exists():
         raise FileExistsError(f"{target} exists already; a checkpoint is never overwritten")
-    write_commit_record(source, step, world_size, extra)
+
+
+def publish(root: Path, step: int) -> Path:
+    """Rename ``step_<step>.tmp/`` (its record written) to ``step_<step>/`` and fsync the root.
+
+    The rename is the commit point: atomic within one file system (POSIX ``rename(2)``; also on
+    Lustre), so a reader sees either the ``.tmp`` directory or the committed one.
+
+    Returns:
+        The committed directory.
+
+    Raises:
+        FileNotFoundError: the ``.tmp`` directory or its record is missing.
+        FileExistsError: ``step_<step>/`` exists already.
+        OSError: the file system refused the rename or fsync.
+    """
+    source = tmp_dir(root, step)
+    target = step_dir(root, step)
+    if not (source / COMMIT_NAME).is_file():
+        raise FileNotFoundError(f"{source / COMMIT_NAME} is missing; write the record first")
+    if target.exists():
+        raise FileExistsError(f"{target} exists already; a checkpoint is never overwritten")
     os.rename(source, target)
     fsync_dir(root)
     return target
