@@ -15,15 +15,25 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# USD per instance-hour, Linux, shared tenancy, us-east-1, from the EC2 On-Demand pricing page
-# (https://aws.amazon.com/ec2/pricing/on-demand/) as listed in May 2025. AWS lowered P4 and P5
-# on-demand prices in June 2025 ("up to 45%", AWS What's New, 2025-06-05): the p4d/p4de/p5 rows
-# below predate that and are likely high. Types without a figure here are priced only through the
-# Price List API.
+from hpcflow.errors import Ec2Error
+
+# USD per instance-hour, Linux, shared tenancy, us-east-1, as listed on the EC2 On-Demand pricing
+# page (https://aws.amazon.com/ec2/pricing/on-demand/) in May 2025. These figures were written down
+# from that page without a saved copy and have NOT been checked against the page or the Price
+# List API since: treat every one as unverified, and prefer ``--price-source api``.
+# AWS lowered P4 and P5 on-demand prices in June 2025 ("up to 45%", AWS What's New, 2025-06-05):
+# the rows in STALE predate that and are likely too high. Types without a figure here are priced
+# only through the Price List API.
 TABLE_AS_OF = "2025-05"
 TABLE_REGION = "us-east-1"
-TABLE_SOURCE = (f"hpcflow price table ({TABLE_REGION} Linux on-demand, "
-                f"aws.amazon.com/ec2/pricing/on-demand as of {TABLE_AS_OF})")
+TABLE_SOURCE = (f"hpcflow shipped price table: {TABLE_REGION} Linux on-demand as listed on "
+                f"aws.amazon.com/ec2/pricing/on-demand in {TABLE_AS_OF}; UNVERIFIED (not checked "
+                "against AWS since), check current prices before relying on them")
+STALE: dict[str, str] = {
+    it: "the shipped figure predates AWS's June 2025 P4/P5 on-demand price cut (up to 45%); "
+        "the current price is likely lower"
+    for it in ("p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge")
+}
 PRICE_TABLE_USD_PER_H: dict[str, float] = {
     "p4d.24xlarge": 32.7726,
     "p4de.24xlarge": 40.9657,
@@ -74,11 +84,13 @@ class Price:
         instance_type: the EC2 type.
         usd_per_hour: on-demand price in USD per instance-hour.
         source: ``price-list-api:<region>`` or :data:`TABLE_SOURCE`.
+        caveat: why the figure may be wrong (e.g. a price change after the table's date), or "".
     """
 
     instance_type: str
     usd_per_hour: float
     source: str
+    caveat: str = ""
 
 
 def price_from_table(instance_type: str, region: str) -> Price | None:
@@ -88,7 +100,7 @@ def price_from_table(instance_type: str, region: str) -> Price | None:
     if usd is None:
         return None
     note = "" if region == TABLE_REGION else f"; {region} was asked, us-east-1 price shown"
-    return Price(instance_type, usd, TABLE_SOURCE + note)
+    return Price(instance_type, usd, TABLE_SOURCE + note, STALE.get(instance_type, ""))
 
 
 def parse_price_list(price_list: Iterable[str]) -> float | None:
@@ -149,6 +161,9 @@ def lookup_prices(instance_types: Iterable[str], region: str, source: str = "aut
 
     Returns:
         (prices by type, notes) where notes say why the API was not used, if it was not.
+
+    Raises:
+        Ec2Error: ``source`` is ``api`` and the Price List API could not be asked.
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -163,6 +178,11 @@ def lookup_prices(instance_types: Iterable[str], region: str, source: str = "aut
                 if p:
                     prices[it] = p
         except (BotoCoreError, ClientError) as exc:
+            if source == "api":
+                raise Ec2Error(f"--price-source api: the AWS Price List API could not be asked "
+                               f"({type(exc).__name__}: {exc}); check your AWS credentials and "
+                               "network, or use --price-source table (shipped, dated "
+                               f"{TABLE_AS_OF}, unverified)") from None
             notes.append(f"Price List API not reachable ({type(exc).__name__}); "
                          + ("using the shipped table" if source == "auto" else "no prices"))
     if source in ("auto", "table"):

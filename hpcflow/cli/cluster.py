@@ -160,9 +160,10 @@ def cost_cmd(spec: str, hours_text: str, price_source: str, overrides: tuple[str
     _table(f"Estimated cost over {hours:g} h (USD)",
                 ["what", "type", "capacity", "nodes", "$/node-h", "min", "max", "src"],
                 [(ln.what, ln.instance_type, ln.capacity_type, f"{ln.nodes_min}-{ln.nodes_max}",
-                  _rate(ln.usd_per_node_hour), _money(ln.usd_min), _money(ln.usd_max),
-                  labels[ln.source]) for ln in est.lines])
-    click.echo(f"total: {_money(est.total_min)} to {_money(est.total_max)} USD")
+                  _rate(ln.usd_per_node_hour, ln.spot_usd_per_node_hour), _money(ln.usd_min),
+                  _money(ln.usd_max, ln.spot_usd_max), labels[ln.source]) for ln in est.lines])
+    left_out = f" (not counting {', '.join(est.not_counted)})" if est.not_counted else ""
+    click.echo(f"total: {_money(est.total_min)} to {_money(est.total_max)} USD{left_out}")
     for text, label in labels.items():
         click.echo(f"{label} {text}")
     for note in est.notes:
@@ -185,11 +186,15 @@ def _table(title: str, columns: list[str], rows: list[tuple]) -> None:
     console.print(table)
 
 
-def _rate(value: float | None) -> str:
+def _rate(value: float | None, spot: tuple[float, float] | None = None) -> str:
+    if spot:
+        return f"{spot[0]:.4f}-{spot[1]:.4f}"
     return "-" if value is None else f"{value:.4f}"
 
 
-def _money(value: float | None) -> str:
+def _money(value: float | None, spot: tuple[float, float] | None = None) -> str:
+    if spot:
+        return f"{spot[0]:,.2f}-{spot[1]:,.2f}"
     return "-" if value is None else f"{value:,.2f}"
 
 

@@ -30,10 +30,16 @@ class CostLine:
         capacity_type: ondemand, spot or capacity_block.
         nodes_min: nodes always running (static).
         nodes_max: nodes when the queue is full.
-        usd_per_node_hour: on-demand price, None when unknown.
-        usd_min: cost with only static nodes running (USD); None when not estimated.
-        usd_max: cost with every node running the whole period (USD).
+        usd_per_node_hour: on-demand price, None when unknown or not applicable (capacity
+            blocks are not billed at the on-demand rate).
+        usd_min: cost with only static nodes running (USD), at the lowest price assumed (10% of
+            on-demand for spot); None when not estimated.
+        usd_max: cost with every node running the whole period at the highest price assumed
+            (on-demand, also the spot cap) (USD); None when not estimated.
         source: where the price came from, or why there is none.
+        spot_usd_per_node_hour: for spot, the (low, high) hourly range assumed; else None.
+        spot_usd_max: for spot, every node the whole period at the low and the high end.
+        caveat: why the price may be wrong (e.g. it predates a price change), or "".
     """
 
     what: str
@@ -45,6 +51,9 @@ class CostLine:
     usd_min: float | None
     usd_max: float | None
     source: str
+    spot_usd_per_node_hour: tuple[float, float] | None = None
+    spot_usd_max: tuple[float, float] | None = None
+    caveat: str = ""
 
 
 @dataclass
@@ -65,11 +74,16 @@ class CostEstimate:
         """Sum of the estimated ceilings (USD)."""
         return round(sum(line.usd_max or 0.0 for line in self.lines), 2)
 
+    @property
+    def not_counted(self) -> list[str]:
+        """Lines the totals leave out (no price known, or a capacity block fee)."""
+        return [line.what for line in self.lines if line.usd_max is None]
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"hours": self.hours, "lines": [asdict(x) for x in self.lines],
                 "total_usd_min": self.total_min, "total_usd_max": self.total_max,
-                "notes": list(self.notes)}
+                "not_counted": self.not_counted, "notes": list(self.notes)}
 
 
 def instance_types_of(spec: ClusterSpec) -> list[str]:
@@ -101,6 +115,9 @@ def estimate_cost(spec: ClusterSpec, hours: float, prices: dict[str, Price],
     if any(q.capacity_type == "capacity_block" for q in spec.queues):
         est.notes.append("capacity blocks: not estimated; the reservation fee is set when the "
                          "block is bought (https://aws.amazon.com/ec2/capacityblocks/pricing/)")
+    for it in sorted({line.instance_type for line in est.lines if line.caveat}):
+        caveat = next(line.caveat for line in est.lines if line.instance_type == it)
+        est.notes.append(f"{it}: {caveat}")
     est.notes.append("not included: FSx, EBS, data transfer, CloudWatch")
     return est
 
@@ -108,15 +125,18 @@ def estimate_cost(spec: ClusterSpec, hours: float, prices: dict[str, Price],
 def _line(what: str, it: str, ctype: str, lo: int, hi: int, hours: float,
           price: Price | None) -> CostLine:
     if ctype == "capacity_block":
-        return CostLine(what, it, ctype, lo, hi, price.usd_per_hour if price else None,
-                        None, None, "capacity block fee (not estimated)")
+        return CostLine(what, it, ctype, lo, hi, None, None, None,
+                        "capacity block fee (not estimated)")
     if price is None:
         return CostLine(what, it, ctype, lo, hi, None, None, None,
-                        "no price known (not in the shipped table; try --price-source api)")
+                        "no price known: not in the shipped table, and the Price List API gave "
+                        "none (try --price-source api with AWS credentials)")
     unit = price.usd_per_hour * hours
     if ctype == "spot":
-        usd_min = round(lo * unit * SPOT_LOW_FRACTION, 2)
-        usd_max = round(hi * unit * SPOT_HIGH_FRACTION, 2)
-    else:
-        usd_min, usd_max = round(lo * unit, 2), round(hi * unit, 2)
-    return CostLine(what, it, ctype, lo, hi, price.usd_per_hour, usd_min, usd_max, price.source)
+        rate = (price.usd_per_hour * SPOT_LOW_FRACTION, price.usd_per_hour * SPOT_HIGH_FRACTION)
+        top = (round(hi * unit * SPOT_LOW_FRACTION, 2), round(hi * unit * SPOT_HIGH_FRACTION, 2))
+        return CostLine(what, it, ctype, lo, hi, price.usd_per_hour,
+                        round(lo * unit * SPOT_LOW_FRACTION, 2), top[1], price.source,
+                        rate, top, price.caveat)
+    return CostLine(what, it, ctype, lo, hi, price.usd_per_hour, round(lo * unit, 2),
+                    round(hi * unit, 2), price.source, caveat=price.caveat)

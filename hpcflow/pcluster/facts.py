@@ -43,8 +43,11 @@ def list_instances(family: str | None = None, *, refresh: bool = False,
         patterns = [f"{family}.*"] if family else [f"{f}.*" for f in FAMILIES]
         ec2 = Ec2Instances(client or make_ec2_client(region, endpoint_url), region)
         rows = ec2.describe(patterns)
-        path = write_cache(region, rows)
-        where = f"EC2 DescribeInstanceTypes in {region}, cached in {path}"
+        try:
+            where = f"EC2 DescribeInstanceTypes in {region}, cached in {write_cache(region, rows)}"
+        except OSError as exc:  # the answer is still good; only the cache is lost
+            where = (f"EC2 DescribeInstanceTypes in {region}, NOT cached: "
+                     f"{cache_path(region)}: {exc.strerror or exc} (set HPCFLOW_CACHE_DIR)")
     else:
         cached = read_cache(region)
         rows = Catalog.offline(cached).by_family(family)

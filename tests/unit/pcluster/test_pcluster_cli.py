@@ -142,7 +142,12 @@ def test_cost_from_the_table_says_so_and_bounds_spot(tmp_path: Path):
     head, spot, ondemand = data["lines"]
     assert head["usd_min"] == head["usd_max"] == pytest.approx(1.92)
     assert spot["usd_min"] == 0 and spot["usd_max"] > 0
-    assert "hpcflow price table" in spot["source"] and "2025-05" in spot["source"]
+    assert "hpcflow shipped price table" in spot["source"] and "2025-05" in spot["source"]
+    assert "UNVERIFIED" in spot["source"]
+    low, high = spot["spot_usd_per_node_hour"]
+    assert low == pytest.approx(high * 0.10, abs=1e-4) and high == spot["usd_per_node_hour"]
+    assert spot["spot_usd_max"] == [pytest.approx(spot["usd_max"] * 0.10, abs=0.01),
+                                    spot["usd_max"]]
     assert any("spot" in n for n in data["notes"])
     assert data["total_usd_max"] == pytest.approx(head["usd_max"] + spot["usd_max"]
                                                   + ondemand["usd_max"], abs=0.02)
@@ -157,3 +162,44 @@ def test_cluster_help_lists_the_commands():
     r = _run("cluster", "--help")
     for name in ("render", "validate", "instances", "cost"):
         assert name in r.output
+
+
+def test_cost_table_output_shows_spot_as_a_range_and_the_source():
+    spec = data_dir("pcluster_configs") / "spot-finetune.spec.yaml"
+    r = _run("cluster", "cost", str(spec), "--hours", "10", "--price-source", "table")
+    assert r.exit_code == 0, r.output
+    spot_row = next(ln for ln in r.output.splitlines() if "spot/g6e-48xlarge" in ln)
+    assert "3.0131-30.1312" in spot_row and "120.52-1,205.25" in spot_row
+    assert "[1] hpcflow shipped price table" in r.output and "UNVERIFIED" in r.output
+
+
+def test_cost_capacity_block_is_left_out_of_the_totals_and_says_so():
+    spec = data_dir("pcluster_configs") / "p5-capacity-block.spec.yaml"
+    r = _run("cluster", "cost", str(spec), "--hours", "10", "--price-source", "table", "--json")
+    data = json.loads(r.output)["data"]
+    block = data["lines"][1]
+    assert block["capacity_type"] == "capacity_block"
+    assert block["usd_per_node_hour"] is None and block["usd_max"] is None
+    assert data["not_counted"] == ["block/p5-48xlarge"]
+    text = _run("cluster", "cost", str(spec), "--hours", "10", "--price-source", "table").output
+    assert "(not counting block/p5-48xlarge)" in text
+
+
+def test_cost_flags_p5_table_price_as_predating_the_2025_cut():
+    r = _run("cluster", "cost", str(P5), "--hours", "1", "--price-source", "table", "--json")
+    data = json.loads(r.output)["data"]
+    p5 = next(x for x in data["lines"] if x["instance_type"] == "p5.48xlarge")
+    assert "June 2025" in p5["caveat"]
+    assert any(n.startswith("p5.48xlarge: the shipped figure predates") for n in data["notes"])
+
+
+def test_cost_with_api_only_and_no_aws_is_an_aws_error(monkeypatch):
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    r = _run("cluster", "cost", str(P5), "--hours", "1", "--price-source", "api", "--json")
+    err = json.loads(r.output)["error"]
+    assert r.exit_code == 7 and err["type"] == "Ec2Error"
+    assert "--price-source table" in err["message"]

@@ -3,6 +3,7 @@ prices: Price List parsing, the API path through botocore's Stubber, and the tab
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -16,11 +17,13 @@ from hpcflow.aws.instances import (
     write_cache,
 )
 from hpcflow.aws.pricing import (
+    TABLE_AS_OF,
     TABLE_SOURCE,
     lookup_prices,
     parse_price_list,
     price_from_api,
 )
+from hpcflow.errors import Ec2Error
 from hpcflow.pcluster.catalog import FAMILIES, OFFLINE, SOURCES, Catalog
 
 # One InstanceTypes[] entry in the shape EC2 returns it (trimmed p5.48xlarge answer).
@@ -151,9 +154,56 @@ def test_auto_falls_back_to_the_table_and_says_why():
     assert notes and "using the shipped table" in notes[0]
 
 
-def test_api_only_gives_no_price_when_unreachable():
+def test_api_only_is_an_aws_error_when_unreachable():
     client, stub = _stubbed("pricing")
     stub.add_client_error("get_products", service_error_code="AccessDeniedException")
+    with stub, pytest.raises(Ec2Error, match="--price-source table"):
+        lookup_prices(["p5.48xlarge"], "us-east-1", "api", client)
+
+
+def test_table_prices_are_marked_unverified_and_stale_where_known():
+    prices, _ = lookup_prices(["p5.48xlarge", "g6.xlarge"], "us-east-1", "table")
+    assert "UNVERIFIED" in prices["g6.xlarge"].source and prices["g6.xlarge"].caveat == ""
+    assert "June 2025" in prices["p5.48xlarge"].caveat
+    assert TABLE_AS_OF in TABLE_SOURCE
+
+
+@functools.lru_cache(maxsize=1)
+def _moto_instance_types() -> dict:
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("moto")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("moto is not installed")
+    path = Path(list(spec.submodule_search_locations)[0]) / "ec2/resources/instance_types.json.gz"
+    return json.loads(gzip.open(path).read())
+
+
+@pytest.mark.parametrize("instance_type", sorted(OFFLINE))
+def test_offline_row_matches_the_recorded_ec2_answer(instance_type: str):
+    """Every figure of the shipped table equals moto's copy of the real DescribeInstanceTypes
+    answer, except figures whose own source says why they differ (trn2 device memory)."""
+    live = facts_from_api(_moto_instance_types()[instance_type], "moto")
+    row = OFFLINE[instance_type]
+    for name in ("vcpus", "memory_mib", "accelerator", "accelerator_count",
+                 "accelerator_memory_mib", "efa_supported", "max_network_cards",
+                 "max_efa_interfaces"):
+        if name in row.figure_sources:
+            assert SOURCES[row.figure_sources[name]], name
+            continue
+        assert getattr(row, name) == getattr(live, name), name
+
+
+def test_refresh_with_an_unwritable_cache_still_answers(tmp_path: Path, monkeypatch):
+    from hpcflow.pcluster.facts import list_instances
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("HPCFLOW_CACHE_DIR", str(blocker / "cache"))
+    client, stub = _stubbed("ec2")
+    stub.add_response("describe_instance_types", {"InstanceTypes": [P5_ITEM]})
     with stub:
-        prices, notes = lookup_prices(["p5.48xlarge"], "us-east-1", "api", client)
-    assert prices == {} and "no prices" in notes[0]
+        rows, where = list_instances("p5", refresh=True, client=client)
+    assert [r.instance_type for r in rows] == ["p5.48xlarge"]
+    assert "NOT cached" in where and "HPCFLOW_CACHE_DIR" in where
