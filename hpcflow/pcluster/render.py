@@ -113,16 +113,16 @@ def write_atomic(path: Path, text: str) -> None:
     Raises:
         HpcflowError: the file cannot be written; the message names the path and the reason.
     """
-    target = path.resolve() if path.is_symlink() else path
-    if target.exists() and not target.is_file():
-        if target.is_dir():
+    if path.exists() and not path.is_file():  # both follow symlinks: /dev/stdout -> a pipe
+        if path.is_dir():
             raise HpcflowError(f"{path}: is a directory; give a file name, e.g. {path}/cluster.yaml")
         try:
-            with open(target, "w", encoding="utf-8") as fh:
+            with open(path, "w", encoding="utf-8") as fh:
                 fh.write(text)
         except OSError as exc:
             raise HpcflowError(f"{path}: cannot write: {exc.strerror or exc}") from None
         return
+    target = path.resolve() if path.is_symlink() else path
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         what = "is not a directory" if parent.exists() else "does not exist (create it first)"

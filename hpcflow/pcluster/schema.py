@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from hpcflow.errors import Ec2Error
+from hpcflow.errors import Ec2Error, HpcflowError
 from hpcflow.pcluster.rules import Finding, _Ctx
 
 Path = tuple[str | int, ...]
@@ -31,6 +31,26 @@ _BLOCKED_ENDPOINT = "http://127.0.0.1:9"
 _ENV_KEYS = ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
              "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_MAX_ATTEMPTS",
              "AWS_RETRY_MODE", "AWS_EC2_METADATA_DISABLED")
+
+
+def require_pcluster() -> None:
+    """Check that the aws-parallelcluster package (the ``aws`` extra) can be imported.
+
+    Raises:
+        HpcflowError: it is missing; the message says how to install it.
+    """
+    import importlib.util
+
+    for module in ("pcluster", "boto3", "marshmallow"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise HpcflowError(
+                f"the ParallelCluster schema check needs the {module!r} module, which is not "
+                "installed: pip install 'hpcflow[aws]' (brings boto3 and aws-parallelcluster; "
+                "use the version of the pcluster CLI you will create the cluster with)")
 
 
 @contextlib.contextmanager
@@ -148,6 +168,7 @@ def schema_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
 
     Costs about 0.5 s for the first import of pcluster, then tens of milliseconds.
     """
+    require_pcluster()
     from marshmallow import ValidationError
 
     ctx = _Ctx(sources)
@@ -183,6 +204,7 @@ def deep_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
         Ec2Error: AWS could not be asked at all (no credentials, no network, access denied):
             that says nothing about the config, so it is not reported as a finding.
     """
+    require_pcluster()
     from marshmallow import ValidationError
 
     ctx = _Ctx(sources)
