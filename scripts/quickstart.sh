@@ -15,7 +15,10 @@ main() {
   local venv
   venv="$(bash scripts/install.sh)"
   "${venv}/bin/hpcflow" local-cluster up
-  "${venv}/bin/hpcflow" local-cluster rehearse examples/tiny-dp.yaml --preemptions 1 "$@"
+  # A fresh run directory each time: an existing one would resume its finished run.
+  "${venv}/bin/hpcflow" local-cluster rehearse examples/tiny-dp.yaml \
+    --set "run_dir=${repo}/runs/tiny-dp-$(date +%Y%m%d-%H%M%S)" --preemptions 1 "$@"
+  "${venv}/bin/hpcflow" status
 }
 
 if [[ "${BASH_SOURCE[0]}" == "${0}" ]]; then

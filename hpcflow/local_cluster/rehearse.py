@@ -8,6 +8,7 @@ checkpoint, commit, requeue. Finally it follows the job to its end and reports w
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -89,8 +90,18 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
         if start.get("event") == "job_end":
             log(f"job ended before preemption {attempt + 1}: rc {start.get('rc')}")
             break
-        log(f"attempt {attempt + 1} running on {start.get('nodelist')}; preempting in "
-            f"{preempt_after_s:.0f} s")
+        # Count the time from the attempt's first training step when the program reports
+        # steps (`hpcflow-step` lines); start-up (imports, rendezvous) is not training.
+        offset = _log_size(result.log_path)
+        step_deadline = time.monotonic() + min(left(), 180.0)
+        while time.monotonic() < step_deadline and not _ended(events()):
+            if _first_line_after(result.log_path, offset, "hpcflow-step "):
+                break
+            time.sleep(0.5)
+        resumed = _first_line_after(result.log_path, offset, "hpcflow-resume ")
+        where = f"resumed from step {_step_of(resumed)}" if resumed else "started from scratch"
+        log(f"attempt {attempt + 1} running on {start.get('nodelist')} ({where}); "
+            f"preempting in {preempt_after_s:.0f} s")
         time.sleep(preempt_after_s)
         if _ended(events()):
             log("job ended before its preemption warning")
@@ -109,6 +120,9 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
                   left(), "the job to finish", poll_s=2.0)
     evs = events()
     requeues = sum(1 for e in evs if e.get("event") == "requeue")
+    resumes = _all_steps(result.log_path, "hpcflow-resume ")
+    if resumes:
+        log(f"attempts resumed from step {', '.join(map(str, resumes))} (the committed checkpoints)")
     log(f"job {job_id} {final.state} (exit {final.exit_code}) after {final.attempts} attempt(s), "
         f"{requeues} requeue(s)")
     return Rehearsal(job_id, final, sent, requeues, evs)
@@ -116,3 +130,39 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
 
 def _ended(evs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((e for e in evs if e.get("event") == "job_end"), None)
+
+
+def _log_size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path else 0
+    except OSError:
+        return 0
+
+
+def _first_line_after(path: Path | None, offset: int, prefix: str) -> str | None:
+    """The first log line starting with ``prefix`` written after byte ``offset``."""
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return next((ln for ln in text.splitlines() if ln.startswith(prefix)), None)
+
+
+def _step_of(line: str) -> object:
+    try:
+        return json.loads(line.split(" ", 1)[1]).get("step", "?")
+    except (IndexError, ValueError, AttributeError):
+        return "?"
+
+
+def _all_steps(path: Path | None, prefix: str) -> list[object]:
+    """The ``step`` of every log line that starts with ``prefix``."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace") if path else ""
+    except OSError:
+        return []
+    return [_step_of(ln) for ln in text.splitlines() if ln.startswith(prefix)]
