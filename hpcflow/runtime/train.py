@@ -2,17 +2,24 @@
 
 It follows docs/protocol.md: clean partial checkpoints, resume from the latest committed one,
 train, agree on a stop request at each step boundary, save + commit, exit 75 when preempted, 0 when
-done. Data parallelism is FSDP2 ``fully_shard`` over the whole world (gloo on CPU, NCCL on GPU).
+done. Two workloads (:mod:`hpcflow.runtime.tasks`): ``--model toy-mlp`` (default), an MLP with
+FSDP2 over the whole world; ``--model lm``, a byte-level transformer on real text laid out as
+pp x dp x tp (``--pp``, ``--dp``, ``--tp``; docs/training.md). gloo on CPU, NCCL on GPU.
 
 Rank 0 prints one machine-readable JSON line per event on stdout (flushed):
 
 - ``hpcflow-start {"world_size": W, "launcher": L, "backend": B, "job_id": J, "restart_count": R}``
+- ``hpcflow-layout {"model": ..., "layout": {"pp", "dp", "tp"}, "device": ..., ...}``  what trains
+- ``hpcflow-restore {"step": N, "layout", "saved_layout", "rng_restored"}``  what was loaded;
+  ``rng_restored`` is false after a layout change (docs/training.md)
 - ``hpcflow-resume {"step": N}``  resumed from committed step N (next step is N+1)
-- ``hpcflow-step {"step": N, "loss": L, "step_time_s": T}``  after each step; ``loss`` is the mean
-  over ranks
+- ``hpcflow-step {"step": N, "loss": L, "step_time_s": T, "lr", "tokens", "tokens_per_s",
+  "tflops_per_rank", "mfu"}``  after each step; ``loss`` is the mean over the job's samples;
+  ``mfu`` is null without a known GPU. The same record goes to ``<run_dir>/metrics.jsonl``.
 - ``hpcflow-checkpoint {"step": N, "reason": "interval"|"preempt"|"final", "save_s": T}``
 - ``hpcflow-preempted {"step": N}``  the preemption checkpoint is committed; exiting 75
-- ``hpcflow-done {"step": N, "params_sha256": H}``  finished; H digests all model parameters
+- ``hpcflow-done {"step": N, "params_sha256": H}``  finished; H digests the full (gathered) model
+  parameters and does not depend on the layout (:mod:`hpcflow.runtime.digest`)
 
 Exit codes: 0 done, 75 preempted after a committed checkpoint, 2 bad arguments or environment,
 5 checkpoint failure, 1 any other failure (a stop request without a checkpoint directory too).
@@ -21,7 +28,6 @@ Exit codes: 0 done, 75 preempted after a committed checkpoint, 2 bad arguments o
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -44,24 +50,49 @@ EXIT_USAGE = 2
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The program's command line (see the module docstring)."""
+    from hpcflow.runtime.data import DEFAULT_MAX_BYTES, STDLIB
+    from hpcflow.runtime.lm import PRESETS
+    from hpcflow.runtime.parallelize import DP_MODES, SCHEDULES
+    from hpcflow.runtime.tasks import MODELS
+
     parser = argparse.ArgumentParser(
         prog="python -m hpcflow.runtime.train",
-        description="Example preemption-safe data-parallel training run (one process per rank).",
+        description="Example preemption-safe training run, one process per rank: a data-parallel "
+        "MLP (toy-mlp) or a pp x dp x tp byte-level transformer on real text (lm).",
     )
-    parser.add_argument("--steps", type=int, default=20, help="total training steps")
-    parser.add_argument(
-        "--step-time-s", type=float, default=0.0, help="extra seconds each step sleeps"
-    )
-    parser.add_argument("--batch-size", type=int, default=16, help="micro-batch: samples per rank")
-    parser.add_argument("--lr", type=float, default=1e-2, help="peak AdamW learning rate")
-    parser.add_argument("--seed", type=int, default=0, help="seed of model init, data order, RNG")
-    parser.add_argument(
-        "--dist-timeout-s", type=float, default=600.0, help="collective timeout in seconds"
-    )
+    add = parser.add_argument
+    add("--steps", type=int, default=20, help="total training steps")
+    add("--step-time-s", type=float, default=0.0, help="extra seconds each step sleeps")
+    add("--batch-size", type=int, default=16, help="micro-batch: samples (sequences) per dp rank")
+    add("--global-batch-size", type=int, default=0,
+        help="lm: sequences per step over all dp ranks (overrides --batch-size; keep it fixed "
+        "when resuming on another dp degree)")
+    add("--lr", type=float, default=1e-2, help="peak AdamW learning rate")
+    add("--warmup-steps", type=int, default=5, help="lm: linear LR warm-up steps, then cosine")
+    add("--seed", type=int, default=0, help="seed of model init, data order, RNG")
+    add("--dist-timeout-s", type=float, default=600.0, help="collective timeout in seconds")
+    add("--model", choices=MODELS, default="toy-mlp", help="workload")
+    add("--dp", type=int, default=-1, help="data-parallel degree; -1 = the remaining ranks")
+    add("--pp", type=int, default=1, help="pipeline-parallel degree (stages across ranks)")
+    add("--tp", type=int, default=1, help="tensor-parallel degree (divides the ranks per node)")
+    add("--dp-mode", choices=DP_MODES, default="fsdp", help="lm: FSDP2 sharding or DDP")
+    add("--schedule", choices=sorted(SCHEDULES), default="gpipe", help="lm: pipeline schedule")
+    add("--microbatches", type=int, default=0,
+        help="lm: micro-batches per step (default: pp); must divide the per-dp-rank batch")
+    add("--model-size", choices=sorted(PRESETS), default="tiny", help="lm: model preset")
+    add("--dropout", type=float, default=0.1, help="lm: dropout probability")
+    add("--seq-len", type=int, default=64, help="lm: tokens per sequence")
+    add("--data", default=STDLIB,
+        help="lm: 'stdlib' (the Python standard library's .py files), comma-separated text "
+        "files/globs, or a uint16 .bin of token ids")
+    add("--data-max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="lm: text bytes to read")
+    add("--bf16", action="store_true", help="lm: bf16 autocast (GPU; also runs on CPU)")
     args = parser.parse_args(argv)
-    for name in ("steps", "batch_size"):
+    for name in ("steps", "batch_size", "seq_len", "data_max_bytes", "warmup_steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.global_batch_size < 0 or args.microbatches < 0 or not 0 <= args.dropout < 1:
+        parser.error("--global-batch-size and --microbatches must be >= 0, --dropout in [0, 1)")
     if args.step_time_s < 0 or args.lr <= 0 or args.dist_timeout_s <= 0:
         parser.error("--step-time-s must be >= 0, --lr and --dist-timeout-s > 0")
     return args
@@ -79,76 +110,28 @@ def log(env: DistEnv, message: str) -> None:
     print(f"{prefix}: {message}", file=sys.stderr, flush=True)
 
 
-def params_sha256(model: Any) -> str:
-    """sha256 over every parameter's name, dtype, shape and full value (collective: sharded
-    parameters are gathered with ``full_tensor()`` on every rank)."""
-    from torch.distributed.tensor import DTensor
-
-    digest = hashlib.sha256()
-    for name, param in model.named_parameters():
-        full = param.full_tensor() if isinstance(param, DTensor) else param
-        full = full.detach().cpu().contiguous()
-        digest.update(f"{name}|{full.dtype}|{tuple(full.shape)}|".encode())
-        digest.update(full.numpy().tobytes())
-    return digest.hexdigest()
-
-
-def build(args: argparse.Namespace, env: DistEnv) -> tuple[Any, Any, Any]:
-    """Model (FSDP2 over the world), optimizer + LR scheduler, and (x_ND, y_N1) data."""
-    import random
-
-    import numpy as np
-    import torch
-    from torch.distributed.fsdp import fully_shard
-
-    from hpcflow.runtime import toy
-
-    config = toy.ToyConfig()
-    device = hdist.collective_device()  # the local GPU under NCCL, else the CPU
-    torch.manual_seed(args.seed)  # same initial weights on every rank
-    model = toy.build_model(config).to(device)
-    for layer in model:
-        if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer)
-    fully_shard(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, toy.warmup_factor)
-    # Per-rank streams (dropout masks differ per rank); the checkpoint restores them exactly.
-    rank_seed = args.seed * 100_003 + env.rank + 1
-    torch.manual_seed(rank_seed)
-    random.seed(rank_seed)
-    np.random.seed(rank_seed % 2**32)
-    x_ND, y_N1 = toy.build_dataset(config)
-    return model, (optimizer, scheduler), (x_ND.to(device), y_N1.to(device))
-
-
-def train_step(model: Any, optimizer: Any, scheduler: Any, x_BD: Any, y_B1: Any) -> float:
-    """One forward/backward/update; returns the loss averaged over ranks."""
-    import torch
-    import torch.distributed as dist
-
-    loss = torch.nn.functional.mse_loss(model(x_BD), y_B1)
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    scheduler.step()
-    total = loss.detach().clone().to(hdist.collective_device())
-    if hdist.is_distributed():
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-    return float(total.item()) / hdist.get_world_size()
-
-
 def run(
     args: argparse.Namespace, config: RunConfig, env: DistEnv, monitor: PreemptionMonitor
 ) -> int:
     """Resume, train and checkpoint; returns the exit code (collective on every rank)."""
-    from hpcflow.runtime.sampler import ResumableSampler
+    from hpcflow.runtime.digest import params_sha256
+    from hpcflow.runtime.metrics import MetricsLog, device_peak_tflops, step_metrics
+    from hpcflow.runtime.tasks import build_task, seed_rank_streams
     from hpcflow.runtime.trainstate import TrainState
 
-    model, (optimizer, scheduler), (x_ND, y_N1) = build(args, env)
-    sampler = ResumableSampler(len(x_ND), args.batch_size, env.rank, env.world_size, args.seed)
-    state = TrainState(model, optimizer, scheduler, sampler, env.rank)
+    try:
+        task = build_task(args, env, hdist.collective_device())
+    except ValueError as exc:  # a layout, batch or data that does not fit: same on every rank
+        log(env, f"bad configuration: {exc}")
+        return EXIT_USAGE
+    layout = task.dims.degrees
+    state = TrainState(
+        task.model, task.optimizer, task.scheduler, task.sampler, env.rank, layout=layout,
+        reseed=lambda step: seed_rank_streams(args.seed, env.rank, step),
+    )
     app = {"app": state}
+    device_name, peak = device_peak_tflops()
+    emit(env, "hpcflow-layout", {**task.describe, "device": device_name, "peak_tflops": peak})
     ckpt = None
     last_saved = None  # decided the same way on every rank, never from a local directory read
     if config.checkpoint_dir is not None:
@@ -159,39 +142,73 @@ def run(
             extra_record={
                 "job_id": env.job_id,
                 "restart_count": env.restart_count,
-                "mesh": {"dp": env.world_size},
+                "mesh": task.dims.describe(),
+                "model": task.describe.get("model"),
             },
         )
         for path in ckpt.clean_partial():
             log(env, f"removed partial checkpoint {path}")
         latest = hdist.broadcast_object(ckpt.latest_committed())
         if latest is not None:
+            saved_layout = read_saved_layout(ckpt, latest)
+            exact = state.prepare_load(saved_layout)
             ckpt.load(latest, app)
             last_saved = latest
+            emit(env, "hpcflow-restore", {
+                "step": state.step, "layout": layout,
+                "saved_layout": json.loads(saved_layout) if saved_layout else None,
+                "rng_restored": exact,
+            })
             emit(env, "hpcflow-resume", {"step": state.step})
-    while state.step < args.steps:
-        started = time.monotonic()
-        indices = sampler.next_indices()
-        loss = train_step(model, optimizer, scheduler, x_ND[indices], y_N1[indices])
-        if args.step_time_s:
-            time.sleep(args.step_time_s)
-        state.step += 1
-        emit(env, "hpcflow-step", {
-            "step": state.step, "loss": loss, "step_time_s": time.monotonic() - started,
-        })
-        stop = monitor.should_stop() and state.step < args.steps
-        if stop and ckpt is None:
-            log(env, "preemption requested but no checkpoint directory is set; stopping")
-            return EXIT_FAILED
-        if stop or (ckpt is not None and ckpt.due(state.step)):
-            save(env, ckpt, state.step, app, "preempt" if stop else "interval")
-            last_saved = state.step
-        if stop:
-            return preempted(env, config, state.step)
+    metrics_log = MetricsLog(
+        config.run_dir / "metrics.jsonl" if env.is_rank0 and config.run_dir else None
+    )
+    try:
+        while state.step < args.steps:
+            started = time.monotonic()
+            lr = task.scheduler.get_last_lr()[0]  # the rate this step uses
+            loss = task.step()
+            if args.step_time_s:
+                time.sleep(args.step_time_s)
+            state.step += 1
+            elapsed = time.monotonic() - started
+            record = {
+                "step": state.step, "loss": loss, "step_time_s": elapsed,
+                "lr": lr,
+                **step_metrics(
+                    tokens=task.tokens_per_step, step_time_s=elapsed,
+                    flops_per_token=task.flops_per_token, world_size=env.world_size,
+                    peak_tflops=peak,
+                ),
+            }
+            emit(env, "hpcflow-step", record)
+            metrics_log.write({**record, "time": time.time(), "restart_count": env.restart_count})
+            stop = monitor.should_stop() and state.step < args.steps
+            if stop and ckpt is None:
+                log(env, "preemption requested but no checkpoint directory is set; stopping")
+                return EXIT_FAILED
+            if stop or (ckpt is not None and ckpt.due(state.step)):
+                save(env, ckpt, state.step, app, "preempt" if stop else "interval")
+                last_saved = state.step
+            if stop:
+                return preempted(env, config, state.step)
+    finally:
+        metrics_log.close()
     if ckpt is not None and last_saved != state.step:
         save(env, ckpt, state.step, app, "final")
-    emit(env, "hpcflow-done", {"step": state.step, "params_sha256": params_sha256(model)})
+    emit(env, "hpcflow-done", {"step": state.step, "params_sha256": params_sha256(task.model)})
     return 0
+
+
+def read_saved_layout(ckpt: CheckpointManager, step: int) -> str | None:
+    """The ``layout`` entry of committed checkpoint ``step`` (JSON text), or ``None`` when the
+    checkpoint predates it (collective: a small DCP load)."""
+    probe: dict[str, Any] = {"app": {"layout": ""}}
+    try:
+        ckpt.load(step, probe)
+    except HpcflowError:
+        return None
+    return str(probe["app"]["layout"]) or None
 
 
 def save(env: DistEnv, ckpt: Any, step: int, app: dict[str, Any], reason: str) -> None:
@@ -217,8 +234,7 @@ def preempted(env: DistEnv, config: RunConfig, step: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code."""
-    args = parse_args(argv)
+    """Entry point; returns the process exit code (argparse exits 2 on a bad command line)."""
     try:
         env = dist_env_from(os.environ)
         config = RunConfig.from_environ(os.environ)
@@ -226,10 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hpcflow-runtime: bad environment: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     code = EXIT_FAILED
-    # First, before torch is imported: USR1's default action would kill the process. Never
-    # closed: a late USR1 during teardown must not kill a rank that finished (srun would then
-    # report 128+10).
+    # First, before torch is imported (parse_args imports it for the choices): USR1's default
+    # action would kill the process. Never closed: a late USR1 during teardown must not kill a
+    # rank that finished (srun would then report 128+10).
     monitor = PreemptionMonitor(config.preempt_flag)
+    args = parse_args(argv)
     try:
         backend = hdist.init_distributed(env, timeout_s=args.dist_timeout_s)
         emit(env, "hpcflow-start", {

@@ -29,9 +29,17 @@ def preload() -> None:
     import torch.distributed.checkpoint  # noqa: F401
     import torch.distributed.checkpoint.state_dict  # noqa: F401
     import torch.distributed.fsdp  # noqa: F401
+    import torch.distributed.pipelining  # noqa: F401
     import torch.distributed.tensor  # noqa: F401
+    import torch.distributed.tensor.parallel  # noqa: F401
 
+    import hpcflow.runtime.data  # noqa: F401
+    import hpcflow.runtime.digest  # noqa: F401
+    import hpcflow.runtime.lm  # noqa: F401
+    import hpcflow.runtime.metrics  # noqa: F401
+    import hpcflow.runtime.parallelize  # noqa: F401
     import hpcflow.runtime.sampler  # noqa: F401
+    import hpcflow.runtime.tasks  # noqa: F401
     import hpcflow.runtime.toy  # noqa: F401
     import hpcflow.runtime.train  # noqa: F401
     import hpcflow.runtime.trainstate  # noqa: F401

@@ -56,17 +56,25 @@ def base_env() -> dict[str, str]:
     return env
 
 
-def slurm_env(rank: int, job_id: str, restart: int, extra: dict[str, str]) -> dict[str, str]:
-    """The environment srun would give task ``rank`` of a 2x2 step, plus ``extra``."""
+def slurm_env(
+    rank: int,
+    job_id: str,
+    restart: int,
+    extra: dict[str, str],
+    nodes: int = NODES,
+    tasks_per_node: int = TASKS_PER_NODE,
+) -> dict[str, str]:
+    """The environment srun would give task ``rank`` of a ``nodes x tasks_per_node`` step (node
+    i is 127.0.0.<i+1>, loopback on Linux), plus ``extra``."""
     env = base_env()
     env.update(
         SLURM_JOB_ID=job_id,
-        SLURM_JOB_NODELIST="127.0.0.[1-2]",
-        SLURM_NTASKS=str(WORLD_SIZE),
-        SLURM_TASKS_PER_NODE=f"{TASKS_PER_NODE}(x{NODES})",
+        SLURM_JOB_NODELIST=f"127.0.0.[1-{nodes}]" if nodes > 1 else "127.0.0.1",
+        SLURM_NTASKS=str(nodes * tasks_per_node),
+        SLURM_TASKS_PER_NODE=f"{tasks_per_node}(x{nodes})",
         SLURM_PROCID=str(rank),
-        SLURM_LOCALID=str(rank % TASKS_PER_NODE),
-        SLURM_NODEID=str(rank // TASKS_PER_NODE),
+        SLURM_LOCALID=str(rank % tasks_per_node),
+        SLURM_NODEID=str(rank // tasks_per_node),
     )
     if restart:
         env["SLURM_RESTART_COUNT"] = str(restart)
@@ -163,22 +171,29 @@ class ForkSrun:
         restart: int = 0,
         extra_env: dict[str, str] | None = None,
         torchrun: bool = False,
+        nodes: int = NODES,
+        tasks_per_node: int = TASKS_PER_NODE,
     ) -> Step:
         """Start every rank of the training program with ``args``; logs go to ``log_dir``.
 
         With ``torchrun`` the ranks get torchrun's variables instead of Slurm's (the port is
-        the one ``job_id`` maps to)."""
+        the one ``job_id`` maps to; only the default 2 x 2 layout). ``nodes`` x
+        ``tasks_per_node`` ranks are started."""
         log_dir.mkdir(parents=True, exist_ok=True)
         argv = ["--dist-timeout-s", "60", *args]
-        logs = [log_dir / f"rank{rank}-restart{restart}.log" for rank in range(WORLD_SIZE)]
+        world = nodes * tasks_per_node
+        logs = [log_dir / f"rank{rank}-restart{restart}.log" for rank in range(world)]
         if torchrun:
             port = PORT_BASE + int(job_id) % PORT_SPAN
             envs = [torchrun_env(rank, port, extra_env or {}) for rank in range(WORLD_SIZE)]
         else:
-            envs = [slurm_env(rank, job_id, restart, extra_env or {}) for rank in range(WORLD_SIZE)]
+            envs = [
+                slurm_env(rank, job_id, restart, extra_env or {}, nodes, tasks_per_node)
+                for rank in range(world)
+            ]
         self._send({"cmd": "start", "argv": argv, "env": envs, "logs": [str(p) for p in logs]})
         pids = self._read(10.0)["pids"]
-        print(f"$ python -m hpcflow.runtime.train {' '.join(argv)}  x{WORLD_SIZE} "
+        print(f"$ python -m hpcflow.runtime.train {' '.join(argv)}  x{len(envs)} "
               f"(job {job_id}, restart {restart}, pids {pids})")
         self.step = Step(pids, logs, ["python -m hpcflow.runtime.train", *argv])
         return self.step
