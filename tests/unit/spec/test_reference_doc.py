@@ -1,0 +1,38 @@
+"""docs/job-spec.md is generated from JobSpec; this test keeps the two equal
+(HPCFLOW_REGEN_GOLDEN=1 rewrites the doc)."""
+
+import difflib
+import os
+from pathlib import Path
+
+from hpcflow.spec.job import JobSpec
+from hpcflow.spec.reference import reference_markdown
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "job-spec.md"
+INTRO = """
+A job spec is a YAML file that `hpcflow submit` validates, renders into a batch script and
+submits. Unknown fields are refused, and every invalid value is reported with its field path,
+the value and what is allowed, before anything is written. Override any field from the command
+line with `--set path=value` (`--set nodes=4 --set preemption.max_requeues=5`). Example:
+`examples/tiny-dp.yaml`. How the preemption fields are used: `docs/protocol.md`.
+
+This page is generated from the model (`hpcflow.spec.job.JobSpec`).
+"""
+
+
+def test_job_spec_doc_matches_the_model():
+    want = reference_markdown(JobSpec, "Job spec reference", INTRO)
+    if os.environ.get("HPCFLOW_REGEN_GOLDEN") == "1":
+        DOC.write_text(want)
+    have = DOC.read_text() if DOC.exists() else ""
+    diff = "".join(difflib.unified_diff(have.splitlines(True), want.splitlines(True),
+                                        "docs/job-spec.md", "generated"))
+    assert not diff, f"docs/job-spec.md is stale; rerun with HPCFLOW_REGEN_GOLDEN=1\n{diff}"
+
+
+def test_every_field_is_documented():
+    text = reference_markdown(JobSpec, "x")
+    for name in ("name", "nodes", "program.module", "preemption.signal_lead_s",
+                 "checkpoint.interval_steps", "container.image"):
+        assert f"| `{name}` |" in text
+    assert "|  |" not in text  # no field without a description
