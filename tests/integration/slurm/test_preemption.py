@@ -114,3 +114,14 @@ def test_hostile_arguments_and_env_reach_the_program_literally(submit_job, tmp_p
     assert got == {"argv": hostile, "env": "v'a\"l $(x) `y`\nz", "cwd_ok": True}
     assert job.log_path.parent == run_dir
     assert not pwned.exists()
+
+
+def test_slurms_own_time_limit_warning_reaches_the_trap(submit_job):
+    # No scancel here: Slurm itself sends USR1 signal_lead_s before the 3-minute limit (within
+    # its ~60 s jitter), the ranks commit a checkpoint, and with max_requeues 0 the job ends.
+    job = submit_job(train_spec(steps=100_000, time_limit="3",
+                                preemption={"signal_lead_s": 150, "max_requeues": 0}))
+    final = job.wait_finished(240)
+    assert job.event("signal") is not None
+    assert final.exit_code == 75 and job.event("job_end")["reason"] == "requeue_limit"
+    assert "hpcflow-preempted" in job.log()
