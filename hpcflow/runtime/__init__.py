@@ -9,6 +9,12 @@ Modules, one job each:
 - :mod:`~hpcflow.runtime.checkpoint`: ``CheckpointManager``: DCP save, commit, prune, load
 - :mod:`~hpcflow.runtime.rng`, :mod:`~hpcflow.runtime.sampler`, :mod:`~hpcflow.runtime.trainstate`:
   what an exact resume needs
+- :mod:`~hpcflow.runtime.parallel_dims`: ``ParallelDims``: pp x dp x tp checked, the mesh built once
+- :mod:`~hpcflow.runtime.lm`, :mod:`~hpcflow.runtime.data`: the byte-level transformer and its text
+- :mod:`~hpcflow.runtime.parallelize`: TP, FSDP2/DDP and pipeline stages applied to the model
+- :mod:`~hpcflow.runtime.tasks`: the example workloads (toy MLP, transformer) behind one interface
+- :mod:`~hpcflow.runtime.metrics`, :mod:`~hpcflow.runtime.digest`: step metrics and MFU; a
+  layout-independent digest of the full parameters
 - :mod:`~hpcflow.runtime.train`: the example program, ``python -m hpcflow.runtime.train``
 
 The names below are imported on first use, so ``import hpcflow.runtime`` never imports torch.
@@ -29,6 +35,8 @@ _EXPORTS = {
     "CheckpointManager": "hpcflow.runtime.checkpoint",
     "TrainState": "hpcflow.runtime.trainstate",
     "ResumableSampler": "hpcflow.runtime.sampler",
+    "ParallelDims": "hpcflow.runtime.parallel_dims",
+    "LMConfig": "hpcflow.runtime.lm",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -16,7 +16,9 @@ Rank 0 prints one machine-readable JSON line per event on stdout (flushed):
 - ``hpcflow-step {"step": N, "loss": L, "step_time_s": T, "lr", "tokens", "tokens_per_s",
   "tflops_per_rank", "mfu"}``  after each step; ``loss`` is the mean over the job's samples;
   ``mfu`` is null without a known GPU. The same record goes to ``<run_dir>/metrics.jsonl``.
-- ``hpcflow-checkpoint {"step": N, "reason": "interval"|"preempt"|"final", "save_s": T}``
+- ``hpcflow-checkpoint {"step": N, "reason": "interval"|"preempt"|"final", "save_s": T, "async"}``
+  after a commit; ``save_s`` is the time training was blocked (with ``--async-checkpoint``, an
+  interval save is reported when its background write has committed, with ``total_s``)
 - ``hpcflow-preempted {"step": N}``  the preemption checkpoint is committed; exiting 75
 - ``hpcflow-done {"step": N, "params_sha256": H}``  finished; H digests the full (gathered) model
   parameters and does not depend on the layout (:mod:`hpcflow.runtime.digest`)
@@ -87,6 +89,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "files/globs, or a uint16 .bin of token ids")
     add("--data-max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="lm: text bytes to read")
     add("--bf16", action="store_true", help="lm: bf16 autocast (GPU; also runs on CPU)")
+    add("--async-checkpoint", action="store_true",
+        help="interval checkpoints are written in the background while training goes on")
     args = parser.parse_args(argv)
     for name in ("steps", "batch_size", "seq_len", "data_max_bytes", "warmup_steps"):
         if getattr(args, name) < 1:
@@ -187,15 +191,22 @@ def run(
             if stop and ckpt is None:
                 log(env, "preemption requested but no checkpoint directory is set; stopping")
                 return EXIT_FAILED
+            if ckpt is not None:
+                report_async(env, ckpt.poll())
             if stop or (ckpt is not None and ckpt.due(state.step)):
-                save(env, ckpt, state.step, app, "preempt" if stop else "interval")
+                blocking = stop or not args.async_checkpoint or state.step == args.steps
+                save(env, ckpt, state.step, app, "preempt" if stop else "interval",
+                     blocking=blocking)
                 last_saved = state.step
             if stop:
                 return preempted(env, config, state.step)
     finally:
         metrics_log.close()
-    if ckpt is not None and last_saved != state.step:
-        save(env, ckpt, state.step, app, "final")
+    if ckpt is not None:
+        report_async(env, ckpt.wait())
+        if last_saved != state.step:
+            save(env, ckpt, state.step, app, "final")
+        ckpt.close()
     emit(env, "hpcflow-done", {"step": state.step, "params_sha256": params_sha256(task.model)})
     return 0
 
@@ -211,14 +222,30 @@ def read_saved_layout(ckpt: CheckpointManager, step: int) -> str | None:
     return str(probe["app"]["layout"]) or None
 
 
-def save(env: DistEnv, ckpt: Any, step: int, app: dict[str, Any], reason: str) -> None:
-    """Save + commit the checkpoint of ``step`` and report how long it took."""
+def save(
+    env: DistEnv, ckpt: Any, step: int, app: dict[str, Any], reason: str, *, blocking: bool = True
+) -> None:
+    """Save the checkpoint of ``step``; a blocking save is committed on return and reported.
+
+    A non-blocking save (``--async-checkpoint``, interval saves only) returns once the state is
+    staged; :func:`report_async` reports it when it has committed. The manager waits for a save
+    in flight before the next one, so a preemption save follows any background write."""
     started = time.monotonic()
-    ckpt.save(step, app)
-    ckpt.wait()
-    emit(env, "hpcflow-checkpoint", {
-        "step": step, "reason": reason, "save_s": time.monotonic() - started,
-    })
+    ckpt.save(step, app, blocking=blocking)
+    if blocking:
+        ckpt.wait()
+        emit(env, "hpcflow-checkpoint", {
+            "step": step, "reason": reason, "save_s": time.monotonic() - started, "async": False,
+        })
+
+
+def report_async(env: DistEnv, result: Any) -> None:
+    """Report a background save this rank has seen committed (rank 0 prints it)."""
+    if result is not None:
+        emit(env, "hpcflow-checkpoint", {
+            "step": result.step, "reason": "interval", "save_s": result.blocked_s,
+            "total_s": result.total_s, "async": True,
+        })
 
 
 def preempted(env: DistEnv, config: RunConfig, step: int) -> int:

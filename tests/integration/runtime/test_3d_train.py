@@ -68,13 +68,14 @@ def baseline(srun, tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def stopped(srun, tmp_path_factory) -> dict:
-    """The same run, stopped by the flag file after step 3: run dir, job id, committed step and a
-    copy of its checkpoints taken before anything resumed from them."""
+    """The same run with background interval checkpoints, stopped by the flag file after step 3:
+    run dir, job id, committed step and a copy of its checkpoints taken before any resume."""
     run_dir = tmp_path_factory.mktemp("stopped")
     job_id = job_id_with_free_port()
-    env = hpcflow_env(run_dir, job_id, 0)
-    step = srun.start(run_dir / "logs", [*ARGS_3D, "--step-time-s", "0.3"], job_id=job_id,
-                      nodes=NODES, tasks_per_node=TASKS, extra_env=env)
+    # Background interval saves every 2 steps; the preemption save must wait for them.
+    env = {**hpcflow_env(run_dir, job_id, 0), "HPCFLOW_CHECKPOINT_INTERVAL": "2"}
+    step = srun.start(run_dir / "logs", [*ARGS_3D, "--step-time-s", "0.3", "--async-checkpoint"],
+                      job_id=job_id, nodes=NODES, tasks_per_node=TASKS, extra_env=env)
     wait_for_line(step, "hpcflow-step", lambda p: p["step"] >= 3, 150)
     flag = Path(env["HPCFLOW_PREEMPT_FLAG"])
     flag.parent.mkdir(parents=True, exist_ok=True)
@@ -82,6 +83,9 @@ def stopped(srun, tmp_path_factory) -> dict:
     assert srun.wait(step, timeout_s=120) == [EXIT_PREEMPTED] * 8, step.dump()
     committed = step.rank0_lines("hpcflow-preempted")[0]["step"]
     assert 3 <= committed < STEPS
+    # keep=2: the last background interval save and the preemption save.
+    kept = sorted(int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").iterdir())
+    assert kept == [2 * ((committed - 1) // 2), committed], kept
     snapshot = tmp_path_factory.mktemp("snapshot") / "checkpoints"
     shutil.copytree(run_dir / "checkpoints", snapshot)
     return {"run_dir": run_dir, "job_id": job_id, "step": committed, "snapshot": snapshot,
