@@ -1,29 +1,25 @@
-"""Sharded checkpoints that are complete or ignored, written in the background or in line
+"""Sharded checkpoints that are complete or ignored, written in line or in the background
 (DESIGN.md §3, docs/protocol.md step 5).
 
 A save: rank 0 makes a fresh ``step_<N>.tmp/`` → every rank writes its shards there with
-``torch.distributed.checkpoint`` (DCP) → DCP's last collective gathers every rank's write result
-on rank 0, which then writes ``.metadata`` → rank 0 writes the commit record, renames the
-directory to ``step_<N>/`` and prunes old checkpoints → every rank learns the outcome. A failure
-anywhere raises :class:`~hpcflow.errors.CheckpointError` on every rank and leaves no committed
-directory behind.
+``torch.distributed.checkpoint`` (DCP), whose last collective gathers every rank's write result
+on rank 0 before it writes ``.metadata`` → rank 0 writes the commit record, renames the directory
+to ``step_<N>/`` and prunes → every rank learns the outcome. A failure anywhere raises
+:class:`~hpcflow.errors.CheckpointError` on every rank and commits nothing.
 
-An asynchronous save (``save(..., blocking=False)``) copies the state into CPU memory ("staging",
-DCP's ``DefaultStager``; the buffers are reused by later saves) and returns; a background thread
-then does the write and the commit, as ``dcp.async_save`` does with its thread executor
-(torch/distributed/checkpoint/state_dict_saver.py). Every collective of a save runs on a separate
-gloo process group made for checkpoints, so the writer thread never runs a collective on the
-training group (torchtitan ``components/checkpoint.py`` does the same for its async mode).
+``save(..., blocking=False)`` copies the state into CPU staging buffers (DCP's ``DefaultStager``,
+reused by later saves) and returns; a background thread does the write and the commit, as
+``dcp.async_save`` does with its thread executor (torch/distributed/checkpoint/state_dict_saver.py).
+Every collective of a save runs on a gloo group of its own, never on the training group
+(torchtitan ``components/checkpoint.py`` does the same for its async mode).
 
-``state`` is a DCP state dict: tensors, DTensors, picklable values, and objects with
-``state_dict()`` / ``load_state_dict()`` (DCP's ``Stateful``), e.g.
-:class:`hpcflow.runtime.trainstate.TrainState`.
+``state`` is a DCP state dict: tensors, DTensors, picklable values, and ``Stateful`` objects
+(``state_dict()`` / ``load_state_dict()``), e.g. :class:`hpcflow.runtime.trainstate.TrainState`.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -74,8 +70,9 @@ class CheckpointManager:
 
     :meth:`save`, :meth:`wait`, :meth:`close`, :meth:`clean_partial` and :meth:`load` are
     collective when a process group is active: every rank calls them in the same order, at the
-    same step. :meth:`poll`, :attr:`in_flight`, :meth:`latest_committed`, :meth:`committed_steps`
-    and :meth:`due` are local. The root must be on a file system every rank sees.
+    same step. :meth:`poll`, :attr:`in_flight`, :attr:`writing`, :meth:`latest_committed`,
+    :meth:`committed_steps` and :meth:`due` are local. The root must be on a file system every
+    rank sees.
 
     At most one save is in flight: :meth:`save` first waits for the previous one, so the ranks
     never disagree about which saves exist. Before the process ends, call :meth:`wait` (or
@@ -153,6 +150,12 @@ class CheckpointManager:
         """The step of the asynchronous save not yet collected, or ``None`` (local)."""
         return self._in_flight.step if self._in_flight else None
 
+    @property
+    def writing(self) -> bool:
+        """True while the asynchronous save is still being written or committed (local; false
+        once it has committed or failed, before :meth:`poll` or :meth:`wait` collects it)."""
+        return self._in_flight is not None and not self._in_flight.future.done()
+
     def clean_partial(self) -> list[Path]:
         """Wait for a save in flight, then rank 0 removes partial directories (``step_<N>.tmp/``,
         ``step_<N>/`` without a record); every rank learns the outcome. Call at start, before
@@ -166,8 +169,7 @@ class CheckpointManager:
             CheckpointError: rank 0 could not remove one (raised on every rank).
         """
         self.wait()
-        removed = self._on_rank0("clean partial checkpoints", lambda: layout.remove_partial(self.root))
-        return removed or []
+        return self._on_rank0("clean partial checkpoints", self._remove_partial) or []
 
     def save(self, step: int, state: dict[str, Any], *, blocking: bool = True) -> Path:
         """Write the checkpoint of ``step`` and commit it, now or in the background.
@@ -203,7 +205,8 @@ class CheckpointManager:
             return final
         self.wait()
         self._emit("save_start", step)
-        self._on_rank0(f"prepare checkpoint of step {step}", lambda: self._prepare(step))
+        self._on_rank0(f"prepare checkpoint of step {step}",
+                       lambda: layout.fresh_tmp_dir(self.root, step))
         self._emit("prepared", step)
         flat, error = None, None
         try:  # a local failure here must not leave the other ranks waiting inside DCP
@@ -251,18 +254,16 @@ class CheckpointManager:
         Raises:
             CheckpointError: that save failed (raised on every rank).
         """
-        flight = self._in_flight
+        flight, self._in_flight = self._in_flight, None
         if flight is None:
             return None
-        self._in_flight = None
         try:
             done = flight.future.result()
         except CheckpointError:
             raise
         except _dcp_errors() as exc:  # an error outside the write itself; still every rank's
-            raise CheckpointError(
-                f"the checkpoint of step {flight.step} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            what = f"{type(exc).__name__}: {exc}"
+            raise CheckpointError(f"the checkpoint of step {flight.step} failed: {what}") from exc
         return SaveResult(flight.step, layout.step_dir(self.root, flight.step), False,
                           flight.blocked_s, done - flight.started)
 
@@ -299,27 +300,19 @@ class CheckpointManager:
         import torch.distributed.checkpoint as dcp
 
         try:
-            dcp.load(state, storage_reader=dcp.FileSystemReader(directory))
+            dcp.load(state, storage_reader=dcp.FileSystemReader(directory),
+                     no_dist=not hdist.is_distributed())
         except _dcp_errors() as exc:
             raise CheckpointError(f"loading the checkpoint {directory} failed: {exc}") from exc
 
     # ---- internals
 
+    def _remove_partial(self) -> list[Path]:
+        return layout.remove_partial(self.root)
+
     def _emit(self, event: str, step: int) -> None:
         if self.on_event is not None:
             self.on_event(event, step)
-
-    def _prepare(self, step: int) -> None:
-        """On rank 0: refuse a committed step, replace a stale ``.tmp`` of this step, mkdir."""
-        final = layout.step_dir(self.root, step)
-        if final.exists():
-            raise FileExistsError(f"{final} exists already; a checkpoint is never overwritten")
-        tmp = layout.tmp_dir(self.root, step)
-        if tmp.is_dir() and not tmp.is_symlink():  # a save of this step that failed earlier
-            shutil.rmtree(tmp)
-        elif tmp.exists() or tmp.is_symlink():
-            tmp.unlink()
-        tmp.mkdir(parents=True)
 
     @staticmethod
     def _flatten(state: dict[str, Any]) -> dict[str, Any]:
@@ -357,7 +350,7 @@ class CheckpointManager:
             self._emit("write_start", step)
             try:
                 dcp.save(state, storage_writer=_observed_writer(tmp, self._emit, step),
-                         process_group=self._coord_group())
+                         process_group=self._coord_group(), no_dist=not hdist.is_distributed())
             except _dcp_errors() as exc:  # DCP gathers every rank's failure, raises on all
                 raise CheckpointError(
                     f"writing the checkpoint of step {step} to {tmp} failed: {exc}"
@@ -385,16 +378,14 @@ class CheckpointManager:
     def _coord_group(self) -> Any:
         """The gloo group for checkpoint collectives, made on first use (collective), or
         ``None`` without a process group."""
-        if not self._group_made:
-            if hdist.is_distributed():
-                from datetime import timedelta
+        if not self._group_made and hdist.is_distributed():
+            from datetime import timedelta
 
-                import torch.distributed as dist
+            import torch.distributed as dist
 
-                self._group = dist.new_group(
-                    backend="gloo", timeout=timedelta(seconds=self.coord_timeout_s)
-                )
-            self._group_made = True
+            timeout = timedelta(seconds=self.coord_timeout_s)
+            self._group = dist.new_group(backend="gloo", timeout=timeout)
+        self._group_made = True
         return self._group
 
     def _first_error(self, error: str | None) -> str | None:

@@ -190,6 +190,29 @@ def scan(root: Path) -> CheckpointScan:
     return CheckpointScan(sorted(committed), partial)
 
 
+def fresh_tmp_dir(root: Path, step: int) -> Path:
+    """Make an empty ``step_<step>.tmp/`` for a new save, replacing what a failed save of this
+    step left (DCP would write into an existing directory: DESIGN.md §3).
+
+    Returns:
+        The new directory.
+
+    Raises:
+        FileExistsError: ``step_<step>/`` exists already (never overwritten).
+        OSError: the file system refused the removal or the mkdir.
+    """
+    final = step_dir(root, step)
+    if final.exists():
+        raise FileExistsError(f"{final} exists already; a checkpoint is never overwritten")
+    tmp = tmp_dir(root, step)
+    if tmp.is_dir() and not tmp.is_symlink():
+        shutil.rmtree(tmp)
+    elif tmp.exists() or tmp.is_symlink():
+        tmp.unlink()
+    tmp.mkdir(parents=True)
+    return tmp
+
+
 def commit(root: Path, step: int, world_size: int, extra: dict[str, Any] | None = None) -> Path:
     """Commit ``step_<step>.tmp/``: write its record, then :func:`publish` it.
 

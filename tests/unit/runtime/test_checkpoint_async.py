@@ -67,7 +67,7 @@ def test_async_save_returns_before_the_write_and_commits_after_it(tmp_path):
     assert rec.held.wait(GATE_TIMEOUT_S), rec.events
     rec.note("caller_returned", 2)
     assert path == tmp_path / "step_2"
-    assert manager.in_flight == 2
+    assert manager.in_flight == 2 and manager.writing
     assert manager.poll() is None
     assert manager.committed_steps() == [] and layout.tmp_dir(tmp_path, 2).is_dir()
     rec.gate.set()
@@ -76,6 +76,7 @@ def test_async_save_returns_before_the_write_and_commits_after_it(tmp_path):
     assert (result.step, result.path, result.blocking) == (2, path, False)
     assert 0 <= result.blocked_s <= result.total_s
     assert manager.committed_steps() == [2] and manager.in_flight is None
+    assert not manager.writing
     names = [event for event, _ in rec.events]
     assert names == ["save_start", "prepared", "staged", "write_start", "write_data",
                      "caller_returned", "finish", "written", "record_written", "renamed",
@@ -138,6 +139,7 @@ def test_failure_in_the_background_surfaces_on_wait_and_commits_nothing(tmp_path
     manager.save(2, state_of(2.0), blocking=False)
     manager._in_flight.future.exception(GATE_TIMEOUT_S)
     assert manager.poll() is None, "poll must leave a failure for wait to raise"
+    assert not manager.writing and manager.in_flight == 2
     with pytest.raises(CheckpointError, match="injected failure"):
         manager.wait()
     assert ("failed", 2) in rec.events and ("renamed", 2) not in rec.events

@@ -93,3 +93,20 @@ def test_prune_cut_short_after_the_record_leaves_a_partial_dir(tmp_path):
     (tmp_path / "step_1" / layout.COMMIT_NAME).unlink()  # prune's first move, then a crash
     result = layout.scan(tmp_path)
     assert result.committed == [2] and result.partial == [tmp_path / "step_1"]
+
+
+def test_fresh_tmp_dir_replaces_leftovers_of_the_same_step_only(tmp_path):
+    stale = written(tmp_path, 9, metadata=False)
+    other = written(tmp_path, 10, metadata=False)
+    fresh = layout.fresh_tmp_dir(tmp_path, 9)
+    assert fresh == stale and list(fresh.iterdir()) == []
+    assert (other / "__0_0.distcp").exists(), "another step's directory is left alone"
+
+
+def test_fresh_tmp_dir_replaces_a_file_and_refuses_a_committed_step(tmp_path):
+    (tmp_path / "step_2.tmp").write_text("not a directory")
+    assert layout.fresh_tmp_dir(tmp_path, 2).is_dir()
+    written(tmp_path, 3)
+    layout.commit(tmp_path, 3, world_size=2)
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        layout.fresh_tmp_dir(tmp_path, 3)

@@ -1,0 +1,236 @@
+"""Benchmark: checkpoint write throughput against the same disk's raw sequential write, and the
+time an async save blocks the training loop against a sync save.
+
+Goals (issue #3): checkpoint GiB/s / raw GiB/s >= 0.8 for a state of at least 1 GiB; training
+loop blocked by an async save / by a sync save <= 0.1. All figures are medians over repeats,
+measured side by side in one run on one directory; it never fails on time.
+
+One process (world of 1) saves a state of ``--size-gib`` GiB of float32 tensors with
+``hpcflow.runtime.checkpoint.CheckpointManager``:
+
+- raw write: Python ``write`` of the same number of bytes in 64 MiB blocks, then ``fsync``
+  (as ``dd bs=64M conv=fsync``; ``dd if=/dev/zero`` itself is also timed when present);
+- sync save: ``save(step, state)`` (DCP write with fsync of every file, commit record, rename);
+- async save: ``save(step, state, blocking=False)`` returns after copying the state into CPU
+  staging buffers; a stand-in training loop (matrix products that update one tensor of the
+  state) then runs until the background write has committed. "Blocked" is the time inside
+  ``save``; the first async save also allocates the staging buffers ("cold") and is reported
+  apart from the later ones ("warm").
+
+Usage: python bench/bench_checkpoint.py [--size-gib 1] [--repeats 3] [--dir DIR] [--small]
+       [--threads 1] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from machine import header, median, verdict
+
+GIB = 2**30
+BLOCK_BYTES = 64 * 2**20
+GOAL_THROUGHPUT_RATIO = 0.8
+GOAL_BLOCKED_RATIO = 0.1
+
+
+def make_state(nbytes: int):  # noqa: ANN201 - a DCP state dict
+    """16 float32 tensors of ``nbytes`` in all (like the layers of a model) and a step."""
+    import torch
+
+    n_tensors = 16
+    per = max(1, nbytes // 4 // n_tensors)
+    layers = {f"layer{i}.weight": torch.empty(per).uniform_() for i in range(n_tensors)}
+    return {"model": layers, "step": 0}
+
+
+def raw_write_s(path: Path, nbytes: int) -> float:
+    """Seconds to write ``nbytes`` sequentially and fsync them (file removed afterwards)."""
+    block = memoryview(os.urandom(2**20) * (BLOCK_BYTES // 2**20))
+    started = time.perf_counter()
+    with open(path, "wb", buffering=0) as handle:
+        left = nbytes
+        while left > 0:
+            left -= handle.write(block[: min(left, BLOCK_BYTES)])
+        os.fsync(handle.fileno())
+    elapsed = time.perf_counter() - started
+    path.unlink()
+    return elapsed
+
+
+def dd_write_s(path: Path, nbytes: int) -> float | None:
+    """Seconds for ``dd if=/dev/zero bs=64M conv=fsync`` of ``nbytes``, or None without dd."""
+    if shutil.which("dd") is None:
+        return None
+    count = max(1, nbytes // BLOCK_BYTES)
+    cmd = ["dd", "if=/dev/zero", f"of={path}", "bs=64M", f"count={count}", "conv=fsync",
+           "status=none"]
+    started = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    path.unlink(missing_ok=True)
+    if done.returncode != 0:
+        print(f"dd failed ({done.returncode}): {done.stderr.strip()}", file=sys.stderr)
+        return None
+    return elapsed * nbytes / (count * BLOCK_BYTES)
+
+
+def make_train_step():  # noqa: ANN201
+    """A stand-in training step: a few 384x384 matrix products (they release the GIL, as real
+    kernels do)."""
+    import torch
+
+    a = torch.rand(384, 384)
+
+    def step() -> None:
+        b = a
+        for _ in range(4):
+            b = torch.mm(b, a) / 384
+        a.copy_(b)
+
+    return step
+
+
+def async_save(manager, step: int, state, train_step) -> dict:  # noqa: ANN001
+    """Start an async save, train until it commits; blocked time, total time, step times."""
+    started = time.perf_counter()
+    manager.save(step, state, blocking=False)
+    blocked = time.perf_counter() - started
+    step_times = []
+    weight = state["model"]["layer0.weight"]
+    while manager.writing:
+        t = time.perf_counter()
+        train_step()
+        weight[:1024].add_(1.0)  # the live state changes while the write goes on
+        step_times.append(time.perf_counter() - t)
+    result = manager.wait()
+    return {"blocked_s": blocked, "total_s": result.total_s, "steps": len(step_times),
+            "step_s": median(step_times)}
+
+
+def measure(args: argparse.Namespace, root: Path) -> dict:
+    """Every measurement, ``args.repeats`` times, interleaved."""
+    import torch
+
+    from hpcflow.runtime.checkpoint import CheckpointManager
+
+    # One compute thread for the stand-in loop: on a GPU node the device computes while a CPU
+    # core writes; here the writer thread gets the other core (OpenMP threads that share a core
+    # with the writer spin and slow each step several-fold).
+    torch.set_num_threads(args.threads)
+    nbytes = int(args.size_gib * GIB)
+    state = make_state(nbytes)
+    nbytes = sum(t.numel() * t.element_size() for t in state["model"].values())
+    train_step = make_train_step()
+    for _ in range(3):
+        train_step()  # warm up
+    baseline = []
+    for _ in range(50):
+        t = time.perf_counter()
+        train_step()
+        baseline.append(time.perf_counter() - t)
+    warm = CheckpointManager(root / "warmup", keep=1)  # first-call costs of DCP, not the disk
+    warm.save(1, make_state(2**20))
+    shutil.rmtree(root / "warmup")
+    sync_mgr = CheckpointManager(root / "sync", keep=1)
+    async_mgr = CheckpointManager(root / "async", keep=1)
+    runs: dict[str, list] = {"raw_s": [], "dd_s": [], "sync_s": [], "async": []}
+    for rep in range(args.repeats + 1):  # one more async save: the first one is cold
+        if rep < args.repeats:
+            runs["raw_s"].append(raw_write_s(root / "raw.bin", nbytes))
+            started = time.perf_counter()
+            sync_mgr.save(rep + 1, state)
+            runs["sync_s"].append(time.perf_counter() - started)
+        runs["async"].append(async_save(async_mgr, rep + 1, state, train_step))
+        if rep < args.repeats and (dd := dd_write_s(root / "dd.bin", nbytes)) is not None:
+            runs["dd_s"].append(dd)
+        last = runs["async"][-1]
+        sync_text = f"raw {runs['raw_s'][-1]:.2f} s, sync save {runs['sync_s'][-1]:.2f} s, " \
+            if rep < args.repeats else "(extra) "
+        print(f"  {'cold' if rep == 0 else 'warm'} round {rep + 1}: {sync_text}async save blocked "
+              f"{last['blocked_s']:.3f} s of {last['total_s']:.2f} s", flush=True)
+    async_mgr.close()
+    return {"nbytes": nbytes, "baseline_step_s": median(baseline), "threads": args.threads,
+            **runs}
+
+
+def report(m: dict) -> dict:
+    """Print the medians and ratios; return them."""
+    gib = m["nbytes"] / GIB
+    raw = gib / median(m["raw_s"])
+    dd = gib / median(m["dd_s"]) if m["dd_s"] else float("nan")
+    sync_s = median(m["sync_s"])
+    ckpt = gib / sync_s
+    cold, warm = m["async"][0], m["async"][1:]
+    blocked_warm = median([r["blocked_s"] for r in warm])
+    async_total = median([r["total_s"] for r in warm])
+    during = median([r["step_s"] for r in warm if r["steps"]])
+    out = {
+        "state_gib": gib, "repeats": len(m["sync_s"]),
+        "raw_gib_s": raw, "dd_gib_s": dd, "sync_save_gib_s": ckpt,
+        "throughput_ratio": ckpt / raw, "sync_save_s": sync_s,
+        "async_blocked_s_warm": blocked_warm, "async_blocked_s_cold": cold["blocked_s"],
+        "async_total_s": async_total, "async_write_gib_s": gib / async_total,
+        "blocked_ratio": blocked_warm / sync_s, "blocked_ratio_cold": cold["blocked_s"] / sync_s,
+        "steps_during_async": median([r["steps"] for r in warm]),
+        "step_s_baseline": m["baseline_step_s"], "step_s_during_async": during,
+    }
+    print(f"state {gib:.3f} GiB, {out['repeats']} repeats, medians "
+          f"(stand-in loop on {m['threads']} compute thread(s)):")
+    print(f"  raw sequential write + fsync (Python) {raw:7.3f} GiB/s   (dd conv=fsync {dd:.3f})")
+    print(f"  sync checkpoint save                 {ckpt:7.3f} GiB/s   ({sync_s:.2f} s)")
+    print(f"  -> throughput ratio checkpoint/raw   {out['throughput_ratio']:7.3f}   "
+          f"{verdict(out['throughput_ratio'], GOAL_THROUGHPUT_RATIO, at_least=True)}")
+    print(f"  async save: loop blocked {blocked_warm:.3f} s warm, {cold['blocked_s']:.3f} s "
+          f"cold (first save allocates the staging buffers); committed after {async_total:.2f} s "
+          f"({out['async_write_gib_s']:.3f} GiB/s)")
+    print(f"  -> blocked ratio async/sync (warm)   {out['blocked_ratio']:7.3f}   "
+          f"{verdict(out['blocked_ratio'], GOAL_BLOCKED_RATIO, at_least=False)}"
+          f"   (cold {out['blocked_ratio_cold']:.3f})")
+    print(f"  training steps during an async write: {out['steps_during_async']:.0f}, "
+          f"{during * 1e3:.2f} ms each vs {m['baseline_step_s'] * 1e3:.2f} ms without a write "
+          f"(x{during / m['baseline_step_s']:.2f})")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-gib", type=float, default=1.0,
+                        help="state size in GiB (default 1; the goal is stated for >= 1)")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats for the medians")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="directory on the disk to measure (default: a new one under .)")
+    parser.add_argument("--small", action="store_true",
+                        help="CI size: 0.125 GiB, 2 repeats (under a minute)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch compute threads of the stand-in training loop (default 1)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+    if args.small:
+        args.size_gib, args.repeats = 0.125, 2
+    if args.size_gib <= 0 or args.repeats < 1 or args.threads < 1:
+        parser.error("--size-gib must be > 0, --repeats and --threads >= 1")
+    # DCP warns on every save without a process group; this benchmark is one process on purpose.
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+    base = args.dir or Path.cwd()
+    base.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="bench-checkpoint-", dir=base))
+    print("\n".join(header("hpcflow checkpoint benchmark", root)), flush=True)
+    try:
+        figures = report(measure(args, root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
