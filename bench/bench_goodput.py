@@ -21,7 +21,9 @@ Figures come from the run's own records: the ledger ``<run_dir>/.hpcflow/events.
   ``job_end``; pending: submission to the first start plus each ``requeue`` to the next start.
 
 Usage: python bench/bench_goodput.py [--every-s 60] [--preemptions 3] [--small]
-       [--spec examples/tiny-dp.yaml] [--steps N] [--run-dir DIR] [--timeout-s 3600]
+       [--spec examples/tiny-dp.yaml] [--steps N] [--set KEY=VALUE ...]
+       [--program-arg ARG ...] [--run-dir DIR]
+       [--timeout-s 3600] [--json FILE]
 """
 
 from __future__ import annotations
@@ -51,17 +53,21 @@ def run(cmd: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, check=check)
 
 
-def submit(spec: Path, run_dir: Path, steps: int) -> str:
-    """``hpcflow submit`` of ``spec`` with ``--steps`` and ``run_dir`` overridden; the job id."""
+def submit(spec: Path, run_dir: Path, steps: int, overrides: list[str], extra: list[str]) -> str:
+    """``hpcflow submit`` of ``spec`` with ``--steps``, ``run_dir``, ``overrides`` (``--set``
+    KEY=VALUE) and ``extra`` program arguments applied; the job id."""
     program = yaml.safe_load(spec.read_text())["program"]
     args = [str(a) for a in program.get("args", [])]
     if "--steps" in args:
         args[args.index("--steps") + 1] = str(steps)
     else:
         args += ["--steps", str(steps)]
-    done = run([sys.executable, "-m", "hpcflow", "submit", str(spec), "--set",
-                f"run_dir={run_dir}", "--set", f"program.args={json.dumps(args)}", "--json"],
-               check=False)
+    args += extra
+    sets = [f"run_dir={run_dir}", f"program.args={json.dumps(args)}", *overrides]
+    cmd = [sys.executable, "-m", "hpcflow", "submit", str(spec), "--json"]
+    for item in sets:
+        cmd += ["--set", item]
+    done = run(cmd, check=False)
     if done.returncode != 0:
         raise SystemExit(f"hpcflow submit failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     text = done.stdout
@@ -130,7 +136,25 @@ def attempts_from_log(log: str) -> dict[int, dict]:
     return out
 
 
-def analyse(events: list[dict], log: str, submitted_at: float) -> dict:
+def step_times(run_dir: Path) -> dict[int, list[tuple[float, float]]]:
+    """(end time, step_time_s) of each step per restart from ``<run_dir>/metrics.jsonl`` (the
+    training program's per-step records, with Unix times), if it writes them."""
+    out: dict[int, list[tuple[float, float]]] = {}
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+            out.setdefault(int(rec["restart_count"]), []).append(
+                (float(rec["time"]), float(rec["step_time_s"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def analyse(events: list[dict], log: str, submitted_at: float,
+            timed: dict[int, list[tuple[float, float]]]) -> dict:
     """Lost steps per preemption, goodput and its parts (see the module docstring)."""
     per_log = attempts_from_log(log)
     starts = {int(e["restart"]): e["time"] for e in events if e["event"] == "attempt_start"}
@@ -147,7 +171,12 @@ def analyse(events: list[dict], log: str, submitted_at: float) -> dict:
         row = {"restart": restart, "start": starts[restart], "end": ends.get(restart),
                "steps": len(steps), "first": steps[0][0] if steps else None,
                "last": steps[-1][0] if steps else None, "step_s": sum(s for _, s in steps),
-               "save_s": sum(info["saves"])}
+               "save_s": sum(info["saves"]), "startup_s": None, "stop_s": None}
+        if timed.get(restart):  # first step began at its end time minus its duration
+            first_end, first_s = timed[restart][0]
+            row["startup_s"] = max(0.0, first_end - first_s - starts[restart])
+            if ends.get(restart) is not None:
+                row["stop_s"] = max(0.0, ends[restart] - timed[restart][-1][0])
         if restart in requeues:
             committed = int(requeues[restart]["step"])
             after = per_log.get(restart + 1, {"steps": []})["steps"]
@@ -159,20 +188,28 @@ def analyse(events: list[dict], log: str, submitted_at: float) -> dict:
     wall = (end["time"] if end else max(ends.values(), default=submitted_at)) - submitted_at
     pending = wall - running
     step_total = sum(last_run.values())
-    return {"attempts": rows, "lost_steps": lost, "wall_s": wall, "pending_s": pending,
-            "running_s": running, "step_s": step_total, "save_s": sum(r["save_s"] for r in rows),
+    known = rows and all(r["startup_s"] is not None for r in rows)
+    startup = sum(r["startup_s"] for r in rows) if known else None
+    after = step_total / (running - startup) if known and running > startup else None
+    return {"startup_s": startup, "goodput_after_startup": after, "attempts": rows,
+            "lost_steps": lost, "wall_s": wall, "pending_s": pending, "running_s": running,
+            "step_s": step_total, "save_s": sum(r["save_s"] for r in rows),
             "goodput": step_total / running if running > 0 else float("nan"),
             "job_end": end, "steps_done": max(last_run, default=0)}
 
 
 def report(m: dict, every_s: float, sent: int) -> None:
-    print("attempts (ledger times are whole seconds):")
-    print("  restart  running_s  steps  first..last  committed  step_s  save_s  other_s")
+    print("attempts (ledger times are whole seconds; startup = attempt start to first step, "
+          "stop = last step to requeue/end):")
+    print("  restart  running_s  steps  first..last  committed  step_s  save_s  startup_s  stop_s")
     for r in m["attempts"]:
         running = (r["end"] or r["start"]) - r["start"]
-        other = running - r["step_s"] - r["save_s"]
-        print(f"  {r['restart']:7d}  {running:9.0f}  {r['steps']:5d}  {r['first']!s:>5}..{r['last']!s:<5}"
-              f"  {r.get('committed', '-')!s:>9}  {r['step_s']:6.1f}  {r['save_s']:6.1f}  {other:7.1f}")
+        startup = "-" if r["startup_s"] is None else f"{r['startup_s']:.1f}"
+        stop = "-" if r["stop_s"] is None else f"{r['stop_s']:.1f}"
+        span = f"{r['first']!s:>5}..{r['last']!s:<5}"
+        print(f"  {r['restart']:7d}  {running:9.0f}  {r['steps']:5d}  {span}"
+              f"  {r.get('committed', '-')!s:>9}  {r['step_s']:6.1f}  {r['save_s']:6.1f}"
+              f"  {startup:>9}  {stop:>6}")
     lost = m["lost_steps"]
     mean_lost = sum(lost) / len(lost) if lost else float("nan")
     print(f"preemptions sent {sent}, one every {every_s:g} s after each attempt started; "
@@ -184,6 +221,10 @@ def report(m: dict, every_s: float, sent: int) -> None:
           f"+ start, load, exit {m['running_s'] - m['step_s'] - m['save_s']:.1f} s")
     print(f"  goodput = step time / (wall - pending) = {m['step_s']:.1f} / {m['running_s']:.0f} "
           f"= {m['goodput']:.3f}   {verdict(m['goodput'], GOAL_GOODPUT, at_least=True)}")
+    if m["goodput_after_startup"] is not None:
+        print(f"  without process start-up ({m['startup_s']:.0f} s: launch, imports, rendezvous, "
+              f"load): {m['step_s']:.1f} / {m['running_s'] - m['startup_s']:.0f} = "
+              f"{m['goodput_after_startup']:.3f}")
 
 
 def main() -> None:
@@ -204,6 +245,11 @@ def main() -> None:
                         help="cancel the job after this many seconds")
     parser.add_argument("--small", action="store_true",
                         help="CI size: a preemption every 20 s, 2 preemptions")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="more spec overrides for hpcflow submit")
+    parser.add_argument("--program-arg", dest="extra", action="append", default=[],
+                        metavar="ARG", help="append ARG to the program's arguments, e.g. "
+                        "--program-arg=--async-checkpoint")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     if args.small:
@@ -223,11 +269,11 @@ def main() -> None:
     print(f"spec:     {args.spec} with --steps {args.steps}, run_dir {run_dir}", flush=True)
     print(run(["sinfo", "-h", "-o", "%P %D %c %N %T"], check=False).stdout.strip(), flush=True)
     submitted_at = time.time()
-    job_id = submit(args.spec, run_dir, args.steps)
+    job_id = submit(args.spec, run_dir, args.steps, args.overrides, args.extra)
     sent = drive(run_dir, job_id, args.every_s, args.preemptions, args.timeout_s)
     log_files = sorted(run_dir.glob(f"*-{job_id}.out"))
     log = log_files[0].read_text(errors="replace") if log_files else ""
-    figures = analyse(ledger(run_dir, job_id), log, submitted_at)
+    figures = analyse(ledger(run_dir, job_id), log, submitted_at, step_times(run_dir))
     report(figures, args.every_s, sent)
     if args.json:
         args.json.write_text(json.dumps({**figures, "preemptions_sent": sent,

@@ -126,6 +126,7 @@ class CheckpointManager:
         self._executor: ThreadPoolExecutor | None = None
         self._stager: Any = None
         self._in_flight: _InFlight | None = None
+        self._unreported: list[SaveResult] = []  # collected by save/load/..., kept for poll
 
     def due(self, step: int) -> bool:
         """True if the periodic interval asks for a checkpoint after ``step``."""
@@ -168,7 +169,7 @@ class CheckpointManager:
         Raises:
             CheckpointError: rank 0 could not remove one (raised on every rank).
         """
-        self.wait()
+        self._wait_quietly()
         return self._on_rank0("clean partial checkpoints", self._remove_partial) or []
 
     def save(self, step: int, state: dict[str, Any], *, blocking: bool = True) -> Path:
@@ -201,9 +202,9 @@ class CheckpointManager:
         final = layout.step_dir(self.root, step)
         if self._in_flight is not None and self._in_flight.step == step:
             if blocking:
-                self.wait()
+                self._wait_quietly()
             return final
-        self.wait()
+        self._wait_quietly()
         self._emit("save_start", step)
         self._on_rank0(f"prepare checkpoint of step {step}",
                        lambda: layout.fresh_tmp_dir(self.root, step))
@@ -237,23 +238,39 @@ class CheckpointManager:
         on every rank.
 
         Returns:
-            The committed save (once), or ``None`` while it runs, after a failure, or when
-            nothing is in flight.
+            Each committed async save once (also one that :meth:`save`, :meth:`load` or
+            :meth:`clean_partial` waited for), or ``None`` while it runs, after a failure, or
+            when nothing is in flight.
         """
+        if self._unreported:
+            return self._unreported.pop(0)
         flight = self._in_flight
         if flight is None or not flight.future.done() or flight.future.exception() is not None:
             return None
-        return self.wait()
+        return self._collect()
 
     def wait(self) -> SaveResult | None:
         """Block until the asynchronous save in flight is committed on this rank.
 
         Returns:
-            The save it waited for, or ``None`` when nothing was in flight.
+            The save it waited for (or one committed earlier and not yet reported by
+            :meth:`poll`), or ``None``.
 
         Raises:
             CheckpointError: that save failed (raised on every rank).
         """
+        result = self._collect()
+        if result is None and self._unreported:
+            result = self._unreported.pop(0)
+        return result
+
+    def _wait_quietly(self) -> None:
+        """Wait for the save in flight, keeping its result for :meth:`poll`."""
+        result = self._collect()
+        if result is not None:
+            self._unreported.append(result)
+
+    def _collect(self) -> SaveResult | None:
         flight, self._in_flight = self._in_flight, None
         if flight is None:
             return None
@@ -293,7 +310,7 @@ class CheckpointManager:
             CheckpointError: ``step_<step>/`` is not committed, or DCP could not read it (e.g. a
                 key of ``state`` is missing from the checkpoint).
         """
-        self.wait()
+        self._wait_quietly()
         directory = layout.step_dir(self.root, step)
         if layout.read_commit_record(directory) is None:
             raise CheckpointError(f"{directory} is not a committed checkpoint; it is never loaded")

@@ -106,6 +106,18 @@ def test_next_save_waits_for_the_one_in_flight(tmp_path):
     assert rec.index("committed", 2) < rec.index("save_start", 4)
     assert manager.committed_steps() == [2, 4]
     assert torch.equal(read_w(manager, 2), torch.full((64,), 2.0))
+    reported = manager.poll()  # the async save that save(4) waited for is still reported once
+    assert reported is not None and reported.step == 2 and not reported.blocking
+    assert manager.poll() is None and manager.wait() is None
+
+
+def test_wait_reports_a_save_collected_by_load(tmp_path):
+    manager = CheckpointManager(tmp_path)
+    manager.save(1, state_of(1.0), blocking=False)
+    assert torch.equal(read_w(manager, 1), torch.full((64,), 1.0))  # load waits for the save
+    result = manager.wait()
+    assert result is not None and result.step == 1
+    assert manager.wait() is None
 
 
 def test_saving_the_step_in_flight_again_waits_instead_of_writing_twice(tmp_path):
