@@ -6,7 +6,7 @@
   replicated across the tp group.
 - DP: FSDP2 ``fully_shard`` over the dp sub-mesh, per block and then per model part
   (torchtitan ``parallelize_llama``), or DDP-style replication (``replicate`` over the dp mesh;
-  pp = 1 only, see :func:`check_dp_mode`).
+  pure data parallelism only, see :func:`check_dp_mode`).
 - PP: ``torch.distributed.pipelining``: the layers split evenly into stages, one stage per pp
   rank (two, looped, for the interleaved schedule), a ``PipelineStage`` per stage on the pp
   sub-mesh's group, and a schedule that runs ``n`` micro-batches per step.
@@ -44,20 +44,22 @@ def check_tp(config: LMConfig, tp: int) -> None:
         )
 
 
-def check_dp_mode(mode: str, pp: int) -> None:
-    """Raise ``ValueError`` for an unknown dp mode, or DDP under pipeline parallelism.
+def check_dp_mode(mode: str, pp: int, tp: int = 1) -> None:
+    """Raise ``ValueError`` for an unknown dp mode, or DDP combined with pp or tp.
 
-    DDP with pp > 1 is refused: the schedules run several micro-batch forwards before their
-    backwards, and DDP's reducer (composable ``replicate``, torch 2.13) then leaves gradients
-    unsynchronised; seen here as dp replicas of the embedding that differ after one step. FSDP2
-    has explicit support in ``torch.distributed.pipelining``.
+    DDP (composable ``replicate``, torch 2.13) is kept for pure data parallelism. Seen here on
+    gloo: with pp > 1 the schedules run several micro-batch forwards before their backwards and
+    the dp replicas of the embedding differ after one step; with tp > 1 the losses drift from
+    the same run under FSDP2 from the second step on (the DTensor gradients are not averaged
+    over dp correctly). FSDP2 handles both, and ``torch.distributed.pipelining`` supports it.
     """
     if mode not in DP_MODES:
         raise ValueError(f"dp mode {mode!r} is not known; choose one of {DP_MODES}")
-    if mode == "ddp" and pp > 1:
+    if mode == "ddp" and (pp > 1 or tp > 1):
         raise ValueError(
-            f"--dp-mode ddp does not work with pp={pp} (DDP does not synchronise gradients across "
-            "a pipeline schedule's micro-batches); use --dp-mode fsdp, or pp=1"
+            f"--dp-mode ddp is for pure data parallelism and does not work with pp={pp}, tp={tp} "
+            "(gradients are not synchronised correctly across pipeline micro-batches or tensor-"
+            "parallel shards); use --dp-mode fsdp, or pp=1 and tp=1"
         )
 
 
@@ -185,7 +187,7 @@ def build_parallel_model(
             the schedule or micro-batch count is not usable.
     """
     check_tp(config, dims.tp)
-    check_dp_mode(dp_mode, dims.pp)
+    check_dp_mode(dp_mode, dims.pp, dims.tp)
     _, per_rank = SCHEDULES[schedule] if dims.pp > 1 else ("", 1)
     num_stages = dims.pp * per_rank
     ranges = split_layers(config.n_layers, num_stages)

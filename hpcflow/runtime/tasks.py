@@ -154,7 +154,7 @@ def build_lm(args: Any, rank: int, world_size: int, local_world_size: int, devic
     microbatches = args.microbatches or (dims.pp if dims.pp > 1 else 1)
     parallelize.check_microbatches(args.schedule, dims.pp, microbatches, local_batch)
     parallelize.check_tp(config, dims.tp)
-    parallelize.check_dp_mode(args.dp_mode, dims.pp)
+    parallelize.check_dp_mode(args.dp_mode, dims.pp, dims.tp)
     tokens = hdata.load_tokens(args.data, args.seq_len, args.data_max_bytes)
     dims.build_mesh(device.type)
     coords = dims.coordinates(rank)

@@ -106,10 +106,11 @@ def test_tp_must_divide_heads_and_mlp():
         parallelize.check_tp(lm.PRESETS["tiny"], 3)
 
 
-def test_ddp_with_pipeline_is_refused_with_the_reason():
-    parallelize.check_dp_mode("ddp", 1)
-    with pytest.raises(ValueError, match="--dp-mode ddp does not work with pp=2"):
-        parallelize.check_dp_mode("ddp", 2)
+@pytest.mark.parametrize(("pp", "tp"), [pytest.param(2, 1, id="pp2"), pytest.param(1, 2, id="tp2")])
+def test_ddp_with_pipeline_or_tensor_parallel_is_refused_with_the_reason(pp, tp):
+    parallelize.check_dp_mode("ddp", 1, 1)
+    with pytest.raises(ValueError, match=f"--dp-mode ddp is for pure data parallelism .* pp={pp}, tp={tp}"):
+        parallelize.check_dp_mode("ddp", pp, tp)
 
 
 def test_flops_per_token_follows_palm_appendix_b():
