@@ -172,15 +172,15 @@ def run(
             started = time.monotonic()
             lr = task.scheduler.get_last_lr()[0]  # the rate this step uses
             loss = task.step()
+            compute_s = time.monotonic() - started  # throughput excludes the rehearsal sleep
             if args.step_time_s:
                 time.sleep(args.step_time_s)
             state.step += 1
-            elapsed = time.monotonic() - started
             record = {
-                "step": state.step, "loss": loss, "step_time_s": elapsed,
+                "step": state.step, "loss": loss, "step_time_s": time.monotonic() - started,
                 "lr": lr,
                 **step_metrics(
-                    tokens=task.tokens_per_step, step_time_s=elapsed,
+                    tokens=task.tokens_per_step, step_time_s=compute_s,
                     flops_per_token=task.flops_per_token, world_size=env.world_size,
                     peak_tflops=peak,
                 ),

@@ -4,7 +4,7 @@
 Resume is tested as a pair of runs (torchtitan's pattern, stricter): stopped and resumed on the
 same layout, the final parameters have the same sha256 and every later loss is equal. The same
 checkpoint then resumes on other layouts through DCP resharding: dp=2 -> dp=1 (one node, four
-ranks) and pp=2 -> pp=1.
+ranks), and pp=2, tp=2 -> pp=1, tp=1 with dp=4.
 """
 
 from __future__ import annotations
@@ -144,10 +144,11 @@ def test_resume_at_dp1_reshards_and_continues_the_curve(srun, baseline, stopped,
     assert_continues(step, baseline, stopped["step"], {"pp": 2, "dp": 1, "tp": 2})
 
 
-def test_resume_at_pp1_reshards_and_continues_the_curve(srun, baseline, stopped, tmp_path):
-    args = [*LM, "--pp", "1", "--dp", "2", "--tp", "2"]
+def test_resume_at_pp1_tp1_dp4_reshards_and_continues_the_curve(srun, baseline, stopped, tmp_path):
+    """pp and tp both change (2 -> 1) and dp grows (2 -> 4): every parameter moves."""
+    args = [*LM, "--pp", "1", "--dp", "4", "--tp", "1"]
     step = resume_elsewhere(srun, stopped, tmp_path, args, nodes=1, tasks=4)
-    assert_continues(step, baseline, stopped["step"], {"pp": 1, "dp": 2, "tp": 2})
+    assert_continues(step, baseline, stopped["step"], {"pp": 1, "dp": 4, "tp": 1})
 
 
 def assert_continues(step, baseline, committed: int, layout: dict) -> None:
