@@ -1,4 +1,4 @@
-"""A digest of the full model parameters that does not depend on the parallel layout.
+"""Digests of the full model parameters and optimizer state that do not depend on the layout.
 
 Each rank gathers the full value of every parameter it holds (``DTensor.full_tensor()``: an
 all-gather over the tensor's own mesh, so the ranks of one pipeline stage, which hold the same
@@ -17,16 +17,7 @@ from typing import Any
 def param_digests(model: Any) -> dict[str, str]:
     """``{name: sha256(name | dtype | shape | bytes)}`` of the full value of every parameter of
     ``model`` (collective within each parameter's mesh)."""
-    from torch.distributed.tensor import DTensor
-
-    digests = {}
-    for name, param in model.named_parameters():
-        full = param.full_tensor() if isinstance(param, DTensor) else param
-        full = full.detach().cpu().contiguous()
-        digest = hashlib.sha256(f"{name}|{full.dtype}|{tuple(full.shape)}|".encode())
-        digest.update(full.view(-1).view(dtype=_bytes_dtype()).numpy().tobytes())
-        digests[name] = digest.hexdigest()
-    return digests
+    return {name: _value_digest(name, param) for name, param in model.named_parameters()}
 
 
 def params_sha256(model: Any) -> str:
@@ -38,9 +29,32 @@ def params_sha256(model: Any) -> str:
         RuntimeError: two ranks hold different values under one parameter name (replicas that
             diverged: a parallelism bug).
     """
+    return merged_sha256(param_digests(model))
+
+
+def optimizer_sha256(model: Any, optimizer: Any) -> str:
+    """sha256 over the full optimizer state (Adam moments, step counts, param-group settings),
+    keyed by parameter name as in the checkpoint, across every rank (collective).
+
+    Raises:
+        RuntimeError: two ranks hold different values under one key.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    state = get_optimizer_state_dict(
+        model, optimizer, options=StateDictOptions(flatten_optimizer_state_dict=True)
+    )
+    return merged_sha256({key: _value_digest(key, state[key]) for key in sorted(state)})
+
+
+def merged_sha256(local: dict[str, str]) -> str:
+    """Merge every rank's ``{name: digest}`` table and hash it in name order (collective).
+
+    Raises:
+        RuntimeError: two ranks report different digests for one name.
+    """
     import torch.distributed as dist
 
-    local = param_digests(model)
     tables = [local]
     if dist.is_available() and dist.is_initialized():
         tables = [{} for _ in range(dist.get_world_size())]
@@ -49,11 +63,24 @@ def params_sha256(model: Any) -> str:
     for rank, table in enumerate(tables):
         for name, value in table.items():
             if merged.setdefault(name, value) != value:
-                raise RuntimeError(f"parameter {name!r} differs between replicas (rank {rank})")
+                raise RuntimeError(f"{name!r} differs between replicas (rank {rank})")
     total = hashlib.sha256()
     for name in sorted(merged):
         total.update(f"{name}={merged[name]}\n".encode())
     return total.hexdigest()
+
+
+def _value_digest(name: str, value: Any) -> str:
+    import torch
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(value, torch.Tensor):
+        return hashlib.sha256(f"{name}|{value!r}".encode()).hexdigest()
+    full = value.full_tensor() if isinstance(value, DTensor) else value
+    full = full.detach().cpu().contiguous()
+    digest = hashlib.sha256(f"{name}|{full.dtype}|{tuple(full.shape)}|".encode())
+    digest.update(full.reshape(-1).view(dtype=_bytes_dtype()).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _bytes_dtype() -> Any:

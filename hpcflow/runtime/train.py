@@ -20,8 +20,9 @@ Rank 0 prints one machine-readable JSON line per event on stdout (flushed):
   after a commit; ``save_s`` is the time training was blocked (with ``--async-checkpoint``, an
   interval save is reported when its background write has committed, with ``total_s``)
 - ``hpcflow-preempted {"step": N}``  the preemption checkpoint is committed; exiting 75
-- ``hpcflow-done {"step": N, "params_sha256": H}``  finished; H digests the full (gathered) model
-  parameters and does not depend on the layout (:mod:`hpcflow.runtime.digest`)
+- ``hpcflow-done {"step": N, "params_sha256": H, "optim_sha256": O}``  finished; H digests the full
+  (gathered) model parameters and does not depend on the layout, O the full optimizer state
+  (:mod:`hpcflow.runtime.digest`)
 
 Exit codes: 0 done, 75 preempted after a committed checkpoint, 2 bad arguments or environment,
 5 checkpoint failure, 1 any other failure (a stop request without a checkpoint directory too).
@@ -118,7 +119,7 @@ def run(
     args: argparse.Namespace, config: RunConfig, env: DistEnv, monitor: PreemptionMonitor
 ) -> int:
     """Resume, train and checkpoint; returns the exit code (collective on every rank)."""
-    from hpcflow.runtime.digest import params_sha256
+    from hpcflow.runtime.digest import optimizer_sha256, params_sha256
     from hpcflow.runtime.metrics import MetricsLog, device_peak_tflops, step_metrics
     from hpcflow.runtime.tasks import build_task, seed_rank_streams
     from hpcflow.runtime.trainstate import TrainState
@@ -207,7 +208,10 @@ def run(
         if last_saved != state.step:
             save(env, ckpt, state.step, app, "final")
         ckpt.close()
-    emit(env, "hpcflow-done", {"step": state.step, "params_sha256": params_sha256(task.model)})
+    emit(env, "hpcflow-done", {
+        "step": state.step, "params_sha256": params_sha256(task.model),
+        "optim_sha256": optimizer_sha256(task.model, task.optimizer),
+    })
     return 0
 
 

@@ -61,6 +61,7 @@ def baseline(srun, tmp_path_factory) -> dict:
     return {
         "losses": losses(step),
         "digest": step.rank0_lines("hpcflow-done")[0]["params_sha256"],
+        "optim": step.rank0_lines("hpcflow-done")[0]["optim_sha256"],
         "layout": step.rank0_lines("hpcflow-layout")[0],
         "metrics": [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()],
     }
@@ -135,7 +136,9 @@ def test_stop_and_resume_on_the_same_layout_is_bit_exact(srun, baseline, stopped
     resumed = losses(step)
     assert sorted(resumed) == list(range(committed + 1, STEPS + 1))
     assert resumed == {s: baseline["losses"][s] for s in resumed}
-    assert step.rank0_lines("hpcflow-done")[0]["params_sha256"] == baseline["digest"]
+    done = step.rank0_lines("hpcflow-done")[0]
+    assert done["params_sha256"] == baseline["digest"]
+    assert done["optim_sha256"] == baseline["optim"]  # Adam moments and step counts too
 
 
 def test_resume_at_dp1_reshards_and_continues_the_curve(srun, baseline, stopped, tmp_path):

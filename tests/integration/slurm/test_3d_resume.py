@@ -3,7 +3,7 @@ byte-level transformer on the standard library's text) on the real local Slurm c
 
 Preempted three times at different steps (USR1 to the batch shell, as Slurm sends it before a
 time limit), requeued by its own batch script each time, it must finish with exactly the
-parameters, and every per-step loss, of an uninterrupted run of the same spec.
+parameters, optimizer state and every per-step loss of an uninterrupted run of the same spec.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_3d_job_preempted_three_times_matches_the_uninterrupted_run(submit_job):
     log = straight.log()
     expected = {line["step"]: line["loss"] for line in tagged(log, "hpcflow-step")}
     assert sorted(expected) == list(range(1, STEPS + 1))
-    digest = tagged(log, "hpcflow-done")[0]["params_sha256"]
+    done = tagged(log, "hpcflow-done")[0]
     assert tagged(log, "hpcflow-layout")[0]["layout"] == {"pp": 2, "dp": 2, "tp": 2}
 
     job = submit_job(spec)
@@ -80,7 +80,9 @@ def test_3d_job_preempted_three_times_matches_the_uninterrupted_run(submit_job):
     got = [(line["step"], line["loss"]) for line in tagged(log, "hpcflow-step")]
     assert [s for s, _ in got] == list(range(1, STEPS + 1))
     assert dict(got) == expected
-    assert tagged(log, "hpcflow-done")[0]["params_sha256"] == digest
+    final_done = tagged(log, "hpcflow-done")[0]
+    assert final_done["params_sha256"] == done["params_sha256"]
+    assert final_done["optim_sha256"] == done["optim_sha256"]
     # metrics.jsonl in the run directory holds one record per step, appended by every attempt.
     records = [json.loads(x) for x in (job.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == list(range(1, STEPS + 1))
