@@ -47,8 +47,8 @@ def test_submit_status_logs_list_cancel(local_cluster, hpcflow_home, tmp_path):
     assert json.loads((run_dir / "submissions.jsonl").read_text())["job_id"] == job_id
     try:
         wait_for(lambda: json.loads(hpcflow("status", job_id, "--json").stdout)["data"]["state"]
-                 == "RUNNING", 60, "RUNNING")
-        wait_for(lambda: "hello" in hpcflow("logs", job_id).stdout, 60, "the log line")
+                 == "RUNNING", 240, "RUNNING")
+        wait_for(lambda: "hello" in hpcflow("logs", job_id).stdout, 120, "the log line")
         listed = json.loads(hpcflow("list", "--json").stdout)["data"]
         assert [j["job_id"] for j in listed] == [job_id]
         # status with no JOBID means the newest job

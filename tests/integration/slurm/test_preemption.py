@@ -37,7 +37,7 @@ def steps_logged(log: str) -> list[int]:
 
 def test_preempted_job_checkpoints_requeues_resumes_and_completes(submit_job):
     job = submit_job(train_spec(steps=30))
-    wait_for(lambda: len(steps_logged(job.log())) >= 4, 180, "training steps in the log")
+    wait_for(lambda: len(steps_logged(job.log())) >= 4, 300, "training steps in the log")
     job.signal_batch("USR1")
     requeue = wait_for(lambda: job.event("requeue", restart=0), 120, "the requeue event")
     committed = int(requeue["step"])
@@ -62,9 +62,9 @@ def test_preempted_job_checkpoints_requeues_resumes_and_completes(submit_job):
 
 def test_requeue_bound_is_honoured(submit_job):
     job = submit_job(train_spec(steps=200, preemption={"signal_lead_s": 120, "max_requeues": 0}))
-    wait_for(lambda: len(steps_logged(job.log())) >= 2, 180, "training steps in the log")
+    wait_for(lambda: len(steps_logged(job.log())) >= 2, 300, "training steps in the log")
     job.signal_batch("USR1")
-    final = job.wait_finished(120)
+    final = job.wait_finished(300)
     assert final.state == "FAILED" and final.exit_code == 75
     assert final.restarts == 0
     assert job.event("requeue") is None
@@ -74,7 +74,7 @@ def test_requeue_bound_is_honoured(submit_job):
 def test_failing_program_is_not_requeued(submit_job):
     job = submit_job({"name": "fails", "nodes": 1, "tasks_per_node": 1, "time_limit": "5",
                       "program": {"argv": [PY, "-c", "import sys; sys.exit(3)"]}})
-    final = job.wait_finished(120)
+    final = job.wait_finished(300)
     assert (final.state, final.exit_code, final.restarts) == ("FAILED", 3, 0)
     assert job.event("requeue") is None
     assert job.event("job_end")["reason"] == "failed"
@@ -86,9 +86,9 @@ def test_signal_without_a_committed_checkpoint_does_not_requeue(submit_job):
     code = "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"
     job = submit_job({"name": "nockpt", "nodes": 1, "tasks_per_node": 1, "time_limit": "5",
                       "program": {"argv": [PY, "-c", code]}})
-    wait_for(lambda: "ready" in job.log(), 120, "the program to start")
+    wait_for(lambda: "ready" in job.log(), 300, "the program to start")
     job.signal_batch("USR1")
-    final = job.wait_finished(120)
+    final = job.wait_finished(300)
     assert final.restarts == 0 and final.state == "FAILED"
     assert job.event("requeue") is None
     assert job.event("signal") is not None
@@ -107,7 +107,7 @@ def test_hostile_arguments_and_env_reach_the_program_literally(submit_job, tmp_p
                       "run_dir": str(run_dir),
                       "program": {"argv": [PY, "-c", code, *hostile]},
                       "env": {"HOSTILE": "v'a\"l $(x) `y`\nz"}})
-    final = job.wait_finished(120)
+    final = job.wait_finished(300)
     assert final.state == "COMPLETED", job.log()
     line = next(ln for ln in job.log().splitlines() if ln.startswith("RESULT "))
     got = json.loads(line[len("RESULT "):])
