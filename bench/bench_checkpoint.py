@@ -140,16 +140,24 @@ def measure(args: argparse.Namespace, root: Path) -> dict:
     warm = CheckpointManager(root / "warmup", keep=1)  # first-call costs of DCP, not the disk
     warm.save(1, make_state(2**20))
     shutil.rmtree(root / "warmup")
-    sync_mgr = CheckpointManager(root / "sync", keep=1)
-    async_mgr = CheckpointManager(root / "async", keep=1)
+    # keep > rounds: no pruning inside a timed save; each round's checkpoints are removed
+    # between timings, and os.sync() before each timing flushes what earlier steps left dirty.
+    sync_mgr = CheckpointManager(root / "sync", keep=args.repeats + 2)
+    async_mgr = CheckpointManager(root / "async", keep=args.repeats + 2)
     runs: dict[str, list] = {"raw_s": [], "dd_s": [], "sync_s": [], "async": []}
     for rep in range(args.repeats + 1):  # one more async save: the first one is cold
         if rep < args.repeats:
+            os.sync()
             runs["raw_s"].append(raw_write_s(root / "raw.bin", nbytes))
+            os.sync()
             started = time.perf_counter()
             sync_mgr.save(rep + 1, state)
             runs["sync_s"].append(time.perf_counter() - started)
+            shutil.rmtree(root / "sync" / f"step_{rep + 1}")
+        os.sync()
         runs["async"].append(async_save(async_mgr, rep + 1, state, train_step))
+        shutil.rmtree(root / "async" / f"step_{rep + 1}")
+        os.sync()
         if rep < args.repeats and (dd := dd_write_s(root / "dd.bin", nbytes)) is not None:
             runs["dd_s"].append(dd)
         last = runs["async"][-1]
