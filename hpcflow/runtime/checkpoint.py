@@ -40,19 +40,17 @@ DEFAULT_COORD_TIMEOUT_S = 1800.0
 
 @dataclass(frozen=True)
 class SaveResult:
-    """A committed save as this rank saw it.
+    """A committed asynchronous save as this rank saw it.
 
     Attributes:
         step: the step the checkpoint holds.
         path: the committed directory ``<root>/step_<step>``.
-        blocking: whether the caller waited for the write (a synchronous save).
         blocked_s: seconds the caller spent inside :meth:`CheckpointManager.save`.
         total_s: seconds from the ``save`` call until this rank knew the commit.
     """
 
     step: int
     path: Path
-    blocking: bool
     blocked_s: float
     total_s: float
 
@@ -281,8 +279,8 @@ class CheckpointManager:
         except _dcp_errors() as exc:  # an error outside the write itself; still every rank's
             what = f"{type(exc).__name__}: {exc}"
             raise CheckpointError(f"the checkpoint of step {flight.step} failed: {what}") from exc
-        return SaveResult(flight.step, layout.step_dir(self.root, flight.step), False,
-                          flight.blocked_s, done - flight.started)
+        return SaveResult(flight.step, layout.step_dir(self.root, flight.step), flight.blocked_s,
+                          done - flight.started)
 
     def close(self) -> None:
         """Wait for a save in flight, then free the writer thread and the staging buffers.

@@ -73,7 +73,7 @@ def test_async_save_returns_before_the_write_and_commits_after_it(tmp_path):
     rec.gate.set()
     result = manager.wait()
     assert isinstance(result, SaveResult)
-    assert (result.step, result.path, result.blocking) == (2, path, False)
+    assert (result.step, result.path) == (2, path)
     assert 0 <= result.blocked_s <= result.total_s
     assert manager.committed_steps() == [2] and manager.in_flight is None
     assert not manager.writing
@@ -107,7 +107,7 @@ def test_next_save_waits_for_the_one_in_flight(tmp_path):
     assert manager.committed_steps() == [2, 4]
     assert torch.equal(read_w(manager, 2), torch.full((64,), 2.0))
     reported = manager.poll()  # the async save that save(4) waited for is still reported once
-    assert reported is not None and reported.step == 2 and not reported.blocking
+    assert reported is not None and reported.step == 2
     assert manager.poll() is None and manager.wait() is None
 
 
