@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "logs": "hpcflow.cli.jobs:logs",
     "cancel": "hpcflow.cli.jobs:cancel",
     "list": "hpcflow.cli.jobs:list_jobs",
+    "report": "hpcflow.cli.report:report",
     "local-cluster": "hpcflow.cli.local_cluster:local_cluster",
     "cluster": "hpcflow.cli.cluster:cluster",
 }

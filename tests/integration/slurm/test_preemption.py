@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from slurm_helpers import wait_for
@@ -58,6 +60,14 @@ def test_preempted_job_checkpoints_requeues_resumes_and_completes(submit_job):
     second = steps[steps.index(committed + 1, steps.index(committed)):]
     assert second[0] == committed + 1 and second[-1] == 30
     assert "hpcflow-done" in log
+    # The goodput report: a warned preemption loses no step.
+    proc = subprocess.run([PY, "-m", "hpcflow", "report", job.job_id, "--json"],
+                          capture_output=True, text=True, check=True)
+    rep = json.loads(proc.stdout)["data"]
+    assert [a["outcome"] for a in rep["attempts"]] == ["requeue", "completed"]
+    assert rep["totals"]["lost"] == 0.0 and 0 < rep["goodput"] < 1
+    assert rep["attempts"][1]["resumed_from"] == committed
+    assert Path(rep["svg"]).read_text().startswith("<svg")
 
 
 def test_requeue_bound_is_honoured(submit_job):

@@ -14,7 +14,7 @@ from hpcflow.cli.main import cli
 
 GOLDEN = Path(__file__).with_name("test_help_golden")
 COMMANDS = [
-    [], ["submit"], ["status"], ["logs"], ["cancel"], ["list"],
+    [], ["submit"], ["status"], ["logs"], ["cancel"], ["list"], ["report"],
     ["local-cluster"], ["local-cluster", "up"], ["local-cluster", "down"],
     ["local-cluster", "status"], ["local-cluster", "rehearse"],
     ["cluster"], ["cluster", "render"], ["cluster", "validate"], ["cluster", "instances"],

@@ -1,0 +1,43 @@
+"""``hpcflow report JOBID``: where a job's wall time went, with a timeline picture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hpcflow.cli.output import emit_json, handles_errors, print_table
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--svg", "svg_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the timeline picture [default: <run_dir>/report-<JOBID>.svg].")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handles_errors
+def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
+    """Goodput ledger of a job: pending, startup, training, checkpointing and lost time per
+    attempt, the goodput (training / wall), and an SVG timeline."""
+    from hpcflow.jobs import records
+    from hpcflow.jobs.report import load_report
+    from hpcflow.jobs.timeline import render_svg
+
+    rep, signals = load_report(job_id)
+    rec = records.find_job(job_id)
+    svg_path = svg_path or Path(rec.run_dir if rec else ".") / f"report-{job_id}.svg"
+    records.write_atomic(svg_path, render_svg(rep, signals))
+    if as_json:
+        emit_json({**rep.to_dict(), "svg": str(svg_path)})
+        return
+    rows = [(a.restart + 1, f"{a.pending_s:.0f}", f"{a.startup_s:.0f}", f"{a.training_s:.0f}",
+             f"{a.checkpointing_s:.1f}", f"{a.lost_s:.1f}",
+             "-" if a.first_step is None else f"{a.first_step}-{a.last_step}", a.outcome)
+            for a in rep.attempts]
+    t = rep.totals
+    rows.append(("total", f"{t['pending']:.0f}", f"{t['startup']:.0f}", f"{t['training']:.0f}",
+                 f"{t['checkpointing']:.1f}", f"{t['lost']:.1f}", "", ""))
+    goodput = "n/a" if rep.goodput is None else f"{100 * rep.goodput:.1f}%"
+    print_table(f"job {job_id}: goodput {goodput} of {rep.wall_s:.0f} s wall",
+                ["attempt", "pending s", "startup s", "training s", "ckpt s", "lost s", "steps",
+                 "outcome"], rows)
+    click.echo(f"timeline: {svg_path}")
