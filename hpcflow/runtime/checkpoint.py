@@ -157,9 +157,8 @@ class CheckpointManager:
 
     def clean_partial(self) -> list[Path]:
         """Wait for a save in flight, then rank 0 removes partial directories (``step_<N>.tmp/``,
-        ``step_<N>/`` without a record); every rank learns the outcome. Call at start, before
-        anything is loaded or saved. Leftover partial directories can hang the next save
-        (DESIGN.md §3).
+        ``step_<N>/`` without a record). Call at start, before anything is loaded or saved:
+        leftovers can hang the next save (DESIGN.md §3).
 
         Returns:
             The directories removed (empty on ranks other than 0).
@@ -176,11 +175,11 @@ class CheckpointManager:
         A save still in flight is waited for first (and its failure raised). Saving the step
         that is in flight again does not write it twice: ``blocking=True`` waits for it.
 
-        Cost, blocking: one sharded write of the state by every rank (fsync of each file), DCP's
-        collectives and two small ones of hpcflow's, the record and one rename on rank 0.
-        Non-blocking: the caller pays one copy of the state into CPU memory (the staging buffers,
-        as large as this rank's state, are kept for the next save) and two small collectives;
-        the rest runs in a background thread.
+        Cost, blocking: a sharded write of the state by every rank (fsync of each file), DCP's
+        collectives and three small ones, the record and one rename on rank 0. Non-blocking: the
+        caller pays one copy of the state into CPU staging buffers (as large as this rank's
+        state, kept for the next save) and two small collectives; a background thread does the
+        rest.
 
         Args:
             step: the number of completed training steps the state holds.
@@ -423,13 +422,7 @@ class CheckpointManager:
                 result = work()
             except Exception as exc:  # reported on every rank below
                 error = f"{what} under {self.root} failed: {type(exc).__name__}: {exc}"
-        group = self._coord_group()
-        if group is not None:
-            import torch.distributed as dist
-
-            box = [error]
-            dist.broadcast_object_list(box, group=group, group_src=0)
-            error = box[0]
+        error = self._first_error(error)
         if error is not None:
             raise CheckpointError(error)
         return result
