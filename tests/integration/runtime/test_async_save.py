@@ -19,6 +19,9 @@ from ckpt_ranks import Ranks, Recorder, dump, events, result
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(240)]
 
 
+PROGRAMS = Path(__file__).stem  # the fork server imports the rank programs by name
+
+
 class TrainApp:
     """Model and optimizer as one DCP ``Stateful`` (``get_state_dict`` handles FSDP2)."""
 
@@ -135,7 +138,7 @@ PARAMS = {"steps": 6, "interval": 2, "hold_at": "write_data", "hold_step": 2, "r
 def test_steps_go_on_while_an_async_save_is_written_and_it_equals_a_sync_save(tmp_path):
     server = Ranks()
     try:
-        codes = server.run(f"{__name__}:program_async_model", tmp_path, PARAMS, timeout_s=200)
+        codes = server.run(f"{PROGRAMS}:program_async_model", tmp_path, PARAMS, timeout_s=200)
     finally:
         server.close()
     assert codes == [0, 0], dump(tmp_path)

@@ -24,6 +24,7 @@ from hpcflow.runtime import commit as layout
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
 
+PROGRAMS = Path(__file__).stem  # the fork server imports the rank programs by name
 ROWS_PER_RANK = 64  # rows of the sharded tensor each rank holds
 COLS = 1024  # 64 x 1024 float32 = 256 KiB per rank
 PREVIOUS, TARGET = 2, 4  # saves every 2 steps; the save of step 4 is interrupted
@@ -180,14 +181,14 @@ def ranks():
 def test_kill_during_save_never_leaves_a_loadable_partial_checkpoint(ranks, tmp_path, kill,
                                                                      allowed):
     params = {"steps": TARGET, "interval": 2, "kill_step": TARGET, **kill}
-    codes = ranks.run(f"{__name__}:program_train", tmp_path, params, kill_on_bad_exit=True)
+    codes = ranks.run(f"{PROGRAMS}:program_train", tmp_path, params, kill_on_bad_exit=True)
     victim = kill["kill_rank"]
     assert codes[victim] == -signal.SIGKILL, f"rc={codes}\n{dump(tmp_path)}"
     before = layout.scan(tmp_path / "ckpt")
     assert PREVIOUS in before.committed, dump(tmp_path)
     assert before.committed[-1] in allowed, f"{before}\n{dump(tmp_path)}"
 
-    codes = ranks.run(f"{__name__}:program_resume", tmp_path, {})
+    codes = ranks.run(f"{PROGRAMS}:program_resume", tmp_path, {})
     assert codes == [0, 0], dump(tmp_path)
     found = [result(tmp_path, rank) for rank in (0, 1)]
     for got in found:
