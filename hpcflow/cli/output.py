@@ -63,6 +63,16 @@ def handles_errors(func: F) -> F:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: no bare traceback
+            if debug:
+                traceback.print_exc()
+            hint = "" if debug else "; run with --debug for the traceback"
+            wrapped = RuntimeError(f"internal error ({type(exc).__name__}: {exc}); this is a bug in "
+                                   f"hpcflow, please report it{hint}")
+            _report(wrapped, "InternalError", 1, as_json)
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 
