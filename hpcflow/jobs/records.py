@@ -115,6 +115,57 @@ def write_run_files(run_dir: Path, spec_text: str, script_text: str) -> Path:
     return script
 
 
+#: Where a refused submission's script goes when the run directory already held another job's
+#: spec and script (those are put back, so a refusal never overwrites what a job ran).
+REFUSED_SCRIPT = "refused.sbatch"
+
+
+def read_run_files(run_dir: Path) -> dict[str, str | None]:
+    """The current spec and script of a run directory (``None`` for a file that is absent)."""
+    out: dict[str, str | None] = {}
+    for name in (SPEC_FILE, SCRIPT_FILE):
+        try:
+            out[name] = (run_dir / name).read_text(encoding="utf-8")
+        except OSError:  # absent, or a run_dir that cannot be read: nothing to put back
+            out[name] = None
+    return out
+
+
+def restore_run_files(run_dir: Path, previous: dict[str, str | None]) -> Path:
+    """Undo :func:`write_run_files` after sbatch refused the job.
+
+    When the run directory held no spec or script before, the refused ones stay where they are
+    (nothing is lost) and the script's path is returned. Otherwise the refused script moves to
+    ``.hpcflow/refused.sbatch``, the previous files are put back, and that path is returned.
+    """
+    script = run_dir / SCRIPT_FILE
+    if all(text is None for text in previous.values()):
+        return script
+    refused = run_dir / STATE_DIR / REFUSED_SCRIPT
+    os.replace(script, refused)
+    for name, text in previous.items():
+        if text is None:
+            (run_dir / name).unlink(missing_ok=True)
+        else:
+            write_atomic(run_dir / name, text)
+    if previous.get(SCRIPT_FILE) is not None:
+        script.chmod(0o755)
+    return refused
+
+
+def check_index_writable() -> Path:
+    """Make sure the per-user index can be appended to, before anything is submitted.
+
+    Raises:
+        OSError: the folder cannot be created or the index cannot be opened for appending.
+    """
+    path = hpcflow_home() / "jobs.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8"):
+        pass
+    return path
+
+
 def known_jobs() -> list[JobRecord]:
     """Every submission in the per-user index, oldest first (a job id listed twice keeps its
     newest record)."""

@@ -59,20 +59,37 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
 
     Raises:
         SpecError: the spec or an override is invalid (nothing written).
-        SubmitError: sbatch refused the job (the message carries its stderr and the path of
-            the kept script).
+        SubmitError: the run directory or hpcflow's job index cannot be written (nothing
+            submitted), or sbatch refused the job (the message carries its stderr and the path of
+            the kept script; a spec and script already in the run directory are put back).
     """
     spec = load_job_spec(spec_path, overrides)
     script = render_sbatch(spec, python=python or sys.executable)
     run_dir = Path(spec.run_dir)
     if dry_run:
         return SubmitResult(None, run_dir, script, None, name=spec.name)
-    script_path = records.write_run_files(run_dir, spec_yaml(spec), script)
+    try:
+        records.check_index_writable()
+    except OSError as exc:
+        raise SubmitError(f"cannot write hpcflow's job index in {records.hpcflow_home()} "
+                          f"({exc.strerror or exc}); set HPCFLOW_HOME to a folder you can write"
+                          ) from None
+    if run_dir.exists() and not run_dir.is_dir():
+        raise SubmitError(f"run_dir: {str(run_dir)!r} is a file; run_dir must be a folder (it is "
+                          "created when missing)")
+    previous = records.read_run_files(run_dir)
+    try:
+        script_path = records.write_run_files(run_dir, spec_yaml(spec), script)
+    except OSError as exc:
+        raise SubmitError(f"run_dir: cannot write the job files into {str(run_dir)!r} "
+                          f"({exc.strerror or exc}); run_dir must be a folder you can create and "
+                          "write") from None
     client = client or SlurmClient()
     try:
         job_id = client.submit(script_path, chdir=run_dir)
     except SubmitError as exc:
-        raise SubmitError(f"{exc}\n(the rendered script is kept at {script_path})") from None
+        kept = records.restore_run_files(run_dir, previous)
+        raise SubmitError(f"{exc}\n(the rendered script is kept at {kept})") from None
     rec = records.JobRecord(job_id, spec.name, str(run_dir), records.now())
     records.record_submission(rec, script, spec_yaml(spec))
     return SubmitResult(job_id, run_dir, script, script_path, name=spec.name)
