@@ -27,6 +27,15 @@ def _status_rows(statuses):  # noqa: ANN001, ANN202
 COLUMNS = ["job", "name", "state", "attempts", "restarts", "elapsed", "exit", "reason"]
 
 
+def _job_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse what is not a Slurm job id before Slurm is asked (click callback)."""
+    from hpcflow.jobs import service
+
+    if value is not None and (problem := service.job_id_problem(value)):
+        raise click.BadParameter(problem)
+    return value
+
+
 @click.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -61,7 +70,7 @@ def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
 
 
 @click.command()
-@click.argument("job_id", required=False)
+@click.argument("job_id", required=False, callback=_job_id)
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @handles_errors
 def status(job_id: str | None, as_json: bool) -> None:
@@ -95,7 +104,7 @@ def list_jobs(limit: int, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=_job_id)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing as the log grows, across "
               "requeues, until the job finishes.")
 @handles_errors
@@ -115,16 +124,18 @@ def logs(job_id: str, follow: bool) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=_job_id)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handles_errors
 def cancel(job_id: str, as_json: bool) -> None:
     """Cancel a job (scancel). A cancelled job is not requeued."""
     from hpcflow.jobs import service
 
-    service.cancel(job_id)
+    ended = service.cancel(job_id)
     if as_json:
-        emit_json({"job_id": job_id, "cancelled": True})
+        emit_json({"job_id": job_id, "cancelled": ended is None, "already_ended": ended})
+    elif ended:
+        click.echo(f"job {job_id} had already ended ({ended}): nothing to cancel")
     else:
         click.echo(f"cancelled job {job_id}")
 

@@ -6,6 +6,7 @@ Python API, a remote head node) drive the same code.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -16,10 +17,13 @@ import yaml
 
 from hpcflow.errors import SlurmQueryError, SubmitError
 from hpcflow.jobs import records
-from hpcflow.jobs.status import JobStatus, compose_status
+from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.slurm.render import render_sbatch
 from hpcflow.spec.job import JobSpec, load_job_spec
+
+#: A Slurm job id as hpcflow's verbs take it: ``123``, or ``120_3`` for an array element.
+JOB_ID_RE = re.compile(r"[1-9][0-9]*(?:_[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,8 @@ def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:
     """Status of one job from squeue, scontrol, sacct and hpcflow's ledger.
 
     Raises:
-        SlurmQueryError: Slurm could not be asked (controller down) and hpcflow has no record.
+        SlurmQueryError: Slurm could not be asked (controller down) and hpcflow has no record,
+            or no source knows the job at all.
     """
     client = client or SlurmClient()
     rec = records.find_job(job_id)
@@ -128,6 +133,10 @@ def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:
     events = records.job_events(run_dir, job_id) if run_dir else []
     if errors and rec is None and not events:
         raise SlurmQueryError("; ".join(errors))
+    if rec is None and not events and queue_row is None and show is None and acct_state is None:
+        raise SlurmQueryError(f"job {job_id}: unknown to Slurm and not submitted with hpcflow by "
+                              "this user (a wrong id, or it ended longer ago than MinJobAge on a "
+                              "cluster without accounting)")
     return compose_status(job_id, name=rec.name if rec else "", run_dir=run_dir, queue=queue_row,
                           show=show, acct_state=acct_state, acct_exit=acct_exit, events=events,
                           now_s=records.now())
@@ -194,6 +203,37 @@ def follow_log(path: Path, job_id: str, *, client: SlurmClient | None = None,
         time.sleep(poll_s)
 
 
-def cancel(job_id: str, *, client: SlurmClient | None = None) -> None:
-    """Cancel a job (``scancel``). A cancelled job is never requeued by hpcflow."""
-    (client or SlurmClient()).cancel(job_id)
+def job_id_problem(job_id: str) -> str | None:
+    """Why ``job_id`` is not a Slurm job id, or None when it is one (``123`` or ``120_3``).
+
+    Checked before Slurm is asked: ``scontrol show job ''`` lists every job, and ``scancel``
+    takes ``1,2`` as two jobs.
+    """
+    if JOB_ID_RE.fullmatch(job_id):
+        return None
+    return (f"{job_id!r} is not a Slurm job id; use the number sbatch printed, e.g. 123, or "
+            "ARRAYJOB_TASK for an array element, e.g. 120_3")
+
+
+def cancel(job_id: str, *, client: SlurmClient | None = None) -> str | None:
+    """Cancel a job (``scancel``). A cancelled job is never requeued by hpcflow.
+
+    Returns:
+        None when the job was cancelled; the job's final state (``COMPLETED``, ...) when it had
+        already ended, in which case nothing is done.
+
+    Raises:
+        SlurmQueryError: Slurm does not know the job (scancel says nothing for an unknown id),
+            or scancel failed.
+    """
+    client = client or SlurmClient()
+    show = client.show_job(job_id)
+    if show is None:
+        raise SlurmQueryError(f"job {job_id}: unknown to Slurm (a wrong id, or it ended longer "
+                              "ago than MinJobAge); nothing to cancel")
+    state = str(show.get("JobState", "")).upper()
+    whole_array = "_" not in job_id and show.get("ArrayJobId") not in (None, "", "(null)")
+    if state in FINAL_STATES and not whole_array:
+        return state
+    client.cancel(job_id)
+    return None
