@@ -151,6 +151,34 @@ def check_ports(cfg: LocalClusterConfig, alive: set[str]) -> None:
             )
 
 
+#: slurm.conf keys that the running daemons were started with and cannot change under them.
+SHAPE_KEYS = ("SlurmctldHost", "SlurmctldPort", "NodeName", "PartitionName", "StateSaveLocation")
+
+
+def _shape(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip().startswith(SHAPE_KEYS)]
+
+
+def check_same_shape(cfg: LocalClusterConfig) -> None:
+    """Raise when daemons run with a slurm.conf whose nodes or ports differ from ``cfg``.
+
+    Rewriting slurm.conf under running daemons would point every client command at a controller
+    port or nodes that nothing serves, breaking the cluster for every job on it.
+    """
+    try:
+        current = cfg.slurm_conf_path.read_text(errors="replace")
+    except OSError:
+        return
+    old, new = _shape(current), _shape(render_slurm_conf(cfg))
+    if old != new:
+        changed = "; ".join(sorted(set(new) - set(old))) or "fewer nodes"
+        raise LocalClusterError(
+            f"the local cluster is already running with other nodes or ports ({cfg.slurm_conf_path}); "
+            f"the options asked for {changed}. Run `hpcflow local-cluster up` with the options it "
+            "was started with, or `hpcflow local-cluster down` first (it stops the running jobs)"
+        )
+
+
 # --- files ----------------------------------------------------------------------------------
 
 def write_config(cfg: LocalClusterConfig) -> None:
@@ -321,7 +349,12 @@ def up(cfg: LocalClusterConfig, *, log: Log = lambda _m: None, install: bool = T
         ensure_packages(log)
     records = procs.load_records(_records_path(cfg))
     alive = {k for k, r in records.items() if procs.is_alive(r)}
+    if alive:
+        check_same_shape(cfg)
     check_ports(cfg, alive)
+    wanted = {"slurmctld", *(f"slurmd:{n}" for n in cfg.node_names)}
+    if wanted <= alive:
+        log("the local cluster is already running: reusing it")
     write_config(cfg)
     ensure_hosts(cfg)
     if "munged" not in alive:
