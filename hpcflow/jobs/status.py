@@ -169,6 +169,10 @@ def compose_status(
     # Slurm counts a restart when it requeues, so a pending job has run `restarts` times and a
     # running or ended one `restarts + 1` times.
     slurm_attempts = 0 if state == "UNKNOWN" else restarts + (0 if state == "PENDING" else 1)
+    if state == "CANCELLED" and run_dir and not attempts and restarts == 0:
+        # The batch script writes attempt_start first thing: with a known run directory and no
+        # start in its ledger, the job was cancelled while it was still pending.
+        slurm_attempts, reason = 0, "cancelled before it started"
     return JobStatus(
         job_id=job_id, name=name, state=state, finished=finished,
         attempts=max(attempts, slurm_attempts),

@@ -67,3 +67,16 @@ def test_requeue_reason_names_the_committed_step():
 def test_ledger_running_but_slurm_silent_is_unknown_not_running():
     st = compose_status("7", events=[ev("attempt_start", 0)], now_s=T0 + 40)
     assert st.state == "UNKNOWN" and not st.finished
+
+
+def test_a_job_cancelled_while_pending_has_no_attempts():
+    st = compose_status("7", run_dir="/runs/r", queue={"state": "CANCELLED", "reason": "Priority"},
+                        show={"JobState": "CANCELLED", "ExitCode": "0:0"}, now_s=T0)
+    assert (st.state, st.finished, st.attempts) == ("CANCELLED", True, 0)
+    assert st.reason == "cancelled before it started"
+
+
+def test_a_job_cancelled_while_running_keeps_its_attempt():
+    st = compose_status("7", run_dir="/runs/r", show={"JobState": "CANCELLED", "ExitCode": "0:15"},
+                        events=[ev("attempt_start", 0)], now_s=T0 + 5)
+    assert (st.attempts, st.exit_code) == (1, 143)
