@@ -241,13 +241,15 @@ def _make_schedule(
 
 def merge_parts(parts: list[Transformer]) -> nn.Module:
     """One module that holds the submodules of several parts under their global names
-    (``tok_embeddings``, ``layers.<i>``, ``norm``, ``output``), sharing the parameters."""
+    (``tok_embeddings``, ``pos_embeddings``, ``layers.<i>``, ``norm``, ``output``), sharing the
+    parameters: every parameter of every part appears once, under the name the whole model uses."""
     merged = nn.Module()
     merged.layers = nn.ModuleDict()
     for part in parts:
-        for name in ("tok_embeddings", "norm", "output"):
-            if getattr(part, name) is not None:
-                setattr(merged, name, getattr(part, name))
-        for layer_id, block in part.layers.items():
-            merged.layers[layer_id] = block
+        for name, child in part.named_children():
+            if name == "layers":
+                for layer_id, block in child.items():
+                    merged.layers[layer_id] = block
+            else:  # embeddings, norm, head: whichever this part holds
+                setattr(merged, name, child)
     return merged

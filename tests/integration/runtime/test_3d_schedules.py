@@ -34,12 +34,16 @@ def runs(tmp_path_factory) -> dict:
     out = {}
     try:
         for name, extra in VARIANTS.items():
-            step = launcher.start(tmp_path_factory.mktemp(name), [*BASE, *extra],
-                                  job_id=job_id_with_free_port(), nodes=1, tasks_per_node=4)
+            run_dir = tmp_path_factory.mktemp(name)
+            step = launcher.start(run_dir / "logs", [*BASE, *extra], job_id=job_id_with_free_port(),
+                                  nodes=1, tasks_per_node=4,
+                                  extra_env={"HPCFLOW_RUN_DIR": str(run_dir)})
             assert launcher.wait(step, timeout_s=120) == [0] * 4, step.dump()
             out[name] = {
                 "losses": [line["loss"] for line in step.rank0_lines("hpcflow-step")],
                 "layout": step.rank0_lines("hpcflow-layout")[0],
+                "checkpoints": step.rank0_lines("hpcflow-checkpoint"),
+                "done": step.rank0_lines("hpcflow-done")[0],
             }
     finally:
         launcher.close()
@@ -57,3 +61,12 @@ def test_each_variant_ran_its_own_layout(runs):
     assert runs["interleaved-1f1b"]["layout"]["schedule"] == "interleaved-1f1b"
     assert runs["ddp"]["layout"]["layout"] == {"pp": 1, "dp": 4, "tp": 1}
     assert runs["ddp"]["layout"]["schedule"] is None
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_each_variant_checkpoints_and_digests_its_whole_state(runs, name):
+    """The final save and the digests walk every parameter and optimizer entry by global name
+    (two model parts per rank under the interleaved schedule)."""
+    assert [c["reason"] for c in runs[name]["checkpoints"]] == ["final"]
+    done = runs[name]["done"]
+    assert done["step"] == STEPS and len(done["params_sha256"]) == len(done["optim_sha256"]) == 64

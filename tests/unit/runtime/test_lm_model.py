@@ -51,6 +51,21 @@ def test_stages_chained_compute_the_whole_model():
     torch.testing.assert_close(tail(head(tokens_BL)), logits_BLV)
 
 
+def test_merged_parts_hold_every_parameter_under_its_whole_model_name():
+    """What checkpoints of an interleaved schedule (two parts per rank) rely on."""
+    config = lm.preset("tiny")
+    first = lm.Transformer(config, [0], first=True, last=False)
+    third = lm.Transformer(config, [2], first=False, last=False)
+    last = lm.Transformer(config, [3], first=False, last=True)
+    merged = parallelize.merge_parts([first, third, last])
+    whole = {name for name, _ in lm.Transformer(config).named_parameters()}
+    names = [name for name, _ in merged.named_parameters()]
+    assert len(names) == len(set(names))
+    assert set(names) == {n for n in whole if not n.startswith("layers.1.")}
+    params = {id(p) for part in (first, third, last) for p in part.parameters()}
+    assert {id(p) for p in merged.parameters()} == params
+
+
 @pytest.mark.parametrize(
     ("layers", "stages", "sizes"),
     [
