@@ -160,14 +160,15 @@ def pick_job_record(records: list[dict[str, str]], job_id: str) -> dict[str, str
     """The record for ``job_id`` (``"123"`` or ``"120_3"``) among ``scontrol show job`` records.
 
     For an array's own id Slurm lists every element; the one whose ``JobId`` equals the id is
-    returned, else the first.
+    returned, else the first element of that array. A record of any other job is never
+    returned (None instead).
     """
     for record in records:
         if record.get("JobId") == job_id:
             return record
         if f"{record.get('ArrayJobId')}_{record.get('ArrayTaskId')}" == job_id:
             return record
-    return records[0] if records else None
+    return next((r for r in records if r.get("ArrayJobId") == job_id), None)
 
 
 # ---- sacct ----------------------------------------------------------------------------------

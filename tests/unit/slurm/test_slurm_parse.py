@@ -195,6 +195,7 @@ def test_array_id_lists_every_element_and_pick_finds_each() -> None:
     (element,) = parse_scontrol_show_job(record("scontrol_show_array_element")["stdout"])
     assert element["JobId"] == "39"
     assert pick_job_record([], "1") is None
+    assert pick_job_record(records, "35") is None  # never another job's record
 
 
 def test_lower_case_key_value_inside_a_value_stays_in_it() -> None:
