@@ -48,8 +48,9 @@ def bench_submit(repeat: int, work: Path) -> None:
     script_path.write_text(script)
     sbatch_cmd = ["sbatch", "--parsable", f"--chdir={work / 'run'}", str(script_path)]
     ours, plain, ids = [], [], []
-    for _ in range(repeat):  # interleaved, so drift in machine load hits both alike
-        t, out = timed(hpcflow_cmd, env)
+    for i in range(repeat):  # interleaved, so drift in machine load hits both alike
+        # A fresh run directory each time: hpcflow refuses one whose job has not finished.
+        t, out = timed([*hpcflow_cmd, "--set", f"run_dir={work / f'run{i}'}"], env)
         ours.append(t)
         ids.append(out.split()[2])
         t, out = timed(sbatch_cmd)

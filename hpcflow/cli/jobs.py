@@ -41,7 +41,8 @@ def _job_id(ctx: click.Context, param: click.Parameter, value: str | None) -> st
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a spec field, e.g. --set nodes=4 --set preemption.max_requeues=5.")
 @click.option("--dry-run", is_flag=True, help="Print the rendered batch script; submit nothing.")
-@click.option("--follow", "-f", is_flag=True, help="Follow the job's log until it finishes.")
+@click.option("--follow", "-f", is_flag=True,
+              help="Follow the job's log until it finishes; exit 1 unless it COMPLETED.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handles_errors
 def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
@@ -106,7 +107,7 @@ def list_jobs(limit: int, as_json: bool) -> None:
 @click.command()
 @click.argument("job_id", callback=_job_id)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing as the log grows, across "
-              "requeues, until the job finishes.")
+              "requeues, until the job finishes; exit 1 unless it COMPLETED.")
 @handles_errors
 def logs(job_id: str, follow: bool) -> None:
     """Print a job's log (every attempt; a requeued job appends to the same file)."""
@@ -150,3 +151,6 @@ def _follow(job_id: str) -> None:
     st = service.job_status(job_id)
     click.echo(f"hpcflow: job {job_id} {st.state} (exit {st.exit_code}, attempts {st.attempts})",
                err=True)
+    if st.state != "COMPLETED":
+        # `hpcflow submit job.yaml --follow && next-step` must not go on after a failed job.
+        raise SystemExit(1)

@@ -37,7 +37,8 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
         table.add_column(col)
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
-    Console().print(table)
+    # Piped output has no terminal width: use a wide one rather than truncating cells.
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
 def handles_errors(func: F) -> F:

@@ -81,6 +81,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     if run_dir.exists() and not run_dir.is_dir():
         raise SubmitError(f"run_dir: {str(run_dir)!r} is a file; run_dir must be a folder (it is "
                           "created when missing)")
+    _check_run_dir_free(run_dir, client)
     previous = records.read_run_files(run_dir)
     try:
         script_path = records.write_run_files(run_dir, spec_yaml(spec), script)
@@ -97,6 +98,26 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     rec = records.JobRecord(job_id, spec.name, str(run_dir), records.now())
     records.record_submission(rec, script, spec_yaml(spec))
     return SubmitResult(job_id, run_dir, script, script_path, name=spec.name)
+
+
+def _check_run_dir_free(run_dir: Path, client: SlurmClient | None) -> None:
+    """Refuse a run directory whose newest job has not finished: two jobs would write the same
+    checkpoints and ledger. A job Slurm no longer knows counts as finished."""
+    subs = records.read_jsonl(run_dir / records.SUBMISSIONS_FILE)
+    if not subs:
+        return
+    job_id = str(subs[-1].get("job_id", ""))
+    if not JOB_ID_RE.fullmatch(job_id):
+        return
+    try:
+        st = job_status(job_id, client=client)
+    except SlurmQueryError:
+        return
+    if not st.finished and st.state != "UNKNOWN":
+        raise SubmitError(f"run_dir: {str(run_dir)!r} belongs to job {job_id}, which is {st.state} "
+                          "and not finished; two jobs in one run directory would overwrite each "
+                          f"other's checkpoints. Wait for it, cancel it (hpcflow cancel {job_id}), "
+                          "or choose another run_dir")
 
 
 def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:

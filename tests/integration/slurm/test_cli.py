@@ -68,6 +68,25 @@ def test_follow_returns_when_the_job_ends(local_cluster, hpcflow_home, tmp_path)
     assert "COMPLETED" in proc.stderr
 
 
+def test_follow_exits_non_zero_when_the_job_fails(local_cluster, hpcflow_home, tmp_path):
+    spec = write_spec(tmp_path, program={"argv": [sys.executable, "-c", "raise SystemExit(3)"]})
+    proc = hpcflow("submit", str(spec), "--follow", check=False)
+    assert proc.returncode == 1 and "FAILED (exit 3" in proc.stderr
+
+
+def test_a_run_dir_whose_job_still_runs_is_refused(local_cluster, hpcflow_home, tmp_path):
+    spec = write_spec(tmp_path)
+    first = json.loads(hpcflow("submit", str(spec), "--json").stdout)["data"]["job_id"]
+    try:
+        before = (tmp_path / "run" / "job.sbatch").read_text()
+        proc = hpcflow("submit", str(spec), "--set", "nodes=2", check=False)
+        assert proc.returncode == 3
+        assert f"belongs to job {first}" in proc.stderr and "not finished" in proc.stderr
+        assert (tmp_path / "run" / "job.sbatch").read_text() == before  # untouched
+    finally:
+        hpcflow("cancel", first, check=False)
+
+
 def test_dry_run_prints_the_script_and_writes_nothing(hpcflow_home, tmp_path):
     spec = write_spec(tmp_path)
     proc = hpcflow("submit", str(spec), "--dry-run")
