@@ -34,7 +34,9 @@ def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{p}: cannot read: {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise SpecError(f"{p}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -45,6 +47,30 @@ def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"{p}: the top level must be a mapping of fields, got {type(data).__name__}")
     return data
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last
+    one silently, so a typo'd second ``nodes:`` would win unnoticed)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            try:
+                hash(key)
+            except TypeError:
+                continue  # an unhashable key: the base loader reports it
+            if key in seen:
+                raise _DuplicateKey(f"key {key!r} is given twice (lines {seen[key]} and {line}); "
+                                    "keep one")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
