@@ -84,24 +84,33 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
 
     sent = 0
     for attempt in range(preemptions):
-        start = _wait(lambda a=attempt: next((e for e in events() if e.get("event") ==
-                      "attempt_start" and int(e.get("restart", -1)) == a), None) or _ended(events()),
-                      left(), f"attempt {attempt + 1} to start")
+        watcher = _QueueWatcher(job_id, client, log)
+        start = _wait(lambda a=attempt, w=watcher: next((e for e in events() if e.get("event") ==
+                      "attempt_start" and int(e.get("restart", -1)) == a), None)
+                      or _ended(events()) or w.tick(), left(), f"attempt {attempt + 1} to start")
         if start.get("event") == "job_end":
             log(f"job ended before preemption {attempt + 1}: rc {start.get('rc')}")
             break
         # Count the time from the attempt's first training step when the program reports
         # steps (`hpcflow-step` lines); start-up (imports, rendezvous) is not training.
+        # Programs that print no such lines are preempted that long after the attempt began.
         offset = _log_size(result.log_path)
-        step_deadline = time.monotonic() + min(left(), 180.0)
+        log(f"attempt {attempt + 1} started on {start.get('nodelist')}; waiting for its first "
+            "training step")
+        step_deadline = time.monotonic() + min(left(), 120.0)
+        stepped = False
         while time.monotonic() < step_deadline and not _ended(events()):
             if _first_line_after(result.log_path, offset, "hpcflow-step "):
+                stepped = True
                 break
             time.sleep(0.5)
         resumed = _first_line_after(result.log_path, offset, "hpcflow-resume ")
         where = f"resumed from step {_step_of(resumed)}" if resumed else "started from scratch"
-        log(f"attempt {attempt + 1} running on {start.get('nodelist')} ({where}); "
-            f"preempting in {preempt_after_s:.0f} s")
+        if stepped:
+            log(f"attempt {attempt + 1} is training ({where}); preempting in {preempt_after_s:.0f} s")
+        else:
+            log(f"attempt {attempt + 1} reports no training steps (no hpcflow-step lines); "
+                f"preempting in {preempt_after_s:.0f} s")
         time.sleep(preempt_after_s)
         if _ended(events()):
             log("job ended before its preemption warning")
@@ -116,8 +125,9 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
             log(f"job did not requeue: {outcome.get('reason')} (rc {outcome.get('rc')})")
             break
         log(f"checkpoint committed at step {outcome.get('step')}; job requeued itself")
-    final = _wait(lambda: (s := service.job_status(job_id, client=client)).finished and s,
-                  left(), "the job to finish", poll_s=2.0)
+    watcher = _QueueWatcher(job_id, client, log)
+    final = _wait(lambda: ((s := service.job_status(job_id, client=client)).finished and s)
+                  or watcher.tick(), left(), "the job to finish", poll_s=2.0)
     evs = events()
     requeues = sum(1 for e in evs if e.get("event") == "requeue")
     resumes = _all_steps(result.log_path, "hpcflow-resume ")
@@ -166,3 +176,27 @@ def _all_steps(path: Path | None, prefix: str) -> list[object]:
     except OSError:
         return []
     return [_step_of(ln) for ln in text.splitlines() if ln.startswith(prefix)]
+
+
+class _QueueWatcher:
+    """Reports a pending job's state and reason when they change (at most every 10 s), so a
+    rehearsal never sits silent while the job waits for nodes or for its requeue delay."""
+
+    def __init__(self, job_id: str, client: SlurmClient, log: Log) -> None:
+        self.job_id, self.client, self.log = job_id, client, log
+        self.last: tuple[str, str] | None = None
+        self.next_check = time.monotonic() + 3.0
+
+    def tick(self) -> None:
+        if time.monotonic() < self.next_check:
+            return None
+        self.next_check = time.monotonic() + 10.0
+        try:
+            st = service.job_status(self.job_id, client=self.client)
+        except HpcflowError:
+            return None
+        now = (st.state, st.reason)
+        if now != self.last and st.state in ("PENDING", "REQUEUED", "CONFIGURING"):
+            self.log(f"job {self.job_id} is {st.state}" + (f" ({st.reason})" if st.reason else ""))
+        self.last = now
+        return None
