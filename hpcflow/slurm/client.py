@@ -13,8 +13,6 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
-
 from hpcflow.errors import HpcflowError, SlurmQueryError, SubmitError
 from hpcflow.slurm.parse import (
     SACCT_FIELDS,
@@ -111,15 +109,24 @@ class SlurmClient:
         def transient(result: subprocess.CompletedProcess[str]) -> bool:
             return result.returncode != 0 and bool(retry_re.search(result.stderr or ""))
 
-        retrying = Retrying(
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential(multiplier=self._retry_wait_s, max=8),
-            retry=retry_if_result(transient),
-            retry_error_callback=lambda state: state.outcome.result(),
-            reraise=True,
-        )
-        try:
+        def with_retries() -> subprocess.CompletedProcess[str]:
+            first = self._runner(argv, timeout_s=self._timeout_s)
+            if self._attempts <= 1 or not transient(first):
+                return first
+            # Only a transient failure pays for importing the retry library.
+            from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
+
+            retrying = Retrying(
+                stop=stop_after_attempt(self._attempts - 1),
+                wait=wait_exponential(multiplier=self._retry_wait_s, max=8),
+                retry=retry_if_result(transient),
+                retry_error_callback=lambda state: state.outcome.result(),
+                reraise=True,
+            )
             return retrying(self._runner, argv, timeout_s=self._timeout_s)
+
+        try:
+            return with_retries()
         except FileNotFoundError:
             raise error(
                 f"{argv[0]} is not installed or not on PATH (Slurm's client commands are needed)"

@@ -162,20 +162,30 @@ def _time_limit(value: Any) -> str:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ProgramSpec(_Model):
     """What each rank runs: ``python -m MODULE ARGS...`` or an explicit ``argv``."""
 
-    module: str | None = None
-    """Python module to run as ``python -m MODULE`` on every rank (give this or argv)."""
-    args: list[Text] = []
-    """Arguments after the module; passed literally (no shell expansion)."""
-    argv: list[Text] | None = None
-    """Full command line to run on every rank instead of a module, e.g. [./train, --lr, 1e-3]."""
-    python: str | None = None
-    """Python interpreter for module (and torchrun); default: the one that runs hpcflow submit."""
+    module: str | None = Field(
+        default=None,
+        description="Python module to run as ``python -m MODULE`` on every rank (give this or argv).",
+    )
+    args: list[Text] = Field(
+        default=[],
+        description="Arguments after the module; passed literally (no shell expansion).",
+    )
+    argv: list[Text] | None = Field(
+        default=None,
+        description="Full command line to run on every rank instead of a module, e.g. [./train, --lr, 1e-3].",
+    )
+    python: str | None = Field(
+        default=None,
+        description=(
+            "Python interpreter for module (and torchrun); default: the one that runs hpcflow submit."
+        ),
+    )
 
     @field_validator("module")
     @classmethod
@@ -210,10 +220,13 @@ class ProgramSpec(_Model):
 class ContainerSpec(_Model):
     """A pyxis/enroot container for every rank (srun ``--container-image``)."""
 
-    image: str
-    """Image for pyxis ``--container-image``, e.g. nvcr.io#nvidia/pytorch:24.05-py3."""
-    mounts: list[str] = []
-    """Bind mounts "SRC:DST" or "SRC:DST:ro" (absolute paths) for ``--container-mounts``."""
+    image: str = Field(
+        description="Image for pyxis ``--container-image``, e.g. nvcr.io#nvidia/pytorch:24.05-py3.",
+    )
+    mounts: list[str] = Field(
+        default=[],
+        description='Bind mounts "SRC:DST" or "SRC:DST:ro" (absolute paths) for ``--container-mounts``.',
+    )
 
     @field_validator("image")
     @classmethod
@@ -245,10 +258,16 @@ class ContainerSpec(_Model):
 class PreemptionSpec(_Model):
     """How the job is warned before its time limit and how often it may requeue itself."""
 
-    signal_lead_s: StrictInt = 120
-    """Seconds before the time limit that Slurm sends USR1 (step + save + 60 s jitter)."""
-    max_requeues: StrictInt = Field(default=3, ge=0)
-    """Requeue after a committed preemption checkpoint while SLURM_RESTART_COUNT is below this."""
+    signal_lead_s: StrictInt = Field(
+        default=120,
+        description="Seconds before the time limit that Slurm sends USR1 (step + save + 60 s jitter).",
+    )
+    max_requeues: StrictInt = Field(
+        default=3, ge=0,
+        description=(
+            "Requeue after a committed preemption checkpoint while SLURM_RESTART_COUNT is below this."
+        ),
+    )
 
     @field_validator("signal_lead_s")
     @classmethod
@@ -267,12 +286,15 @@ class PreemptionSpec(_Model):
 class CheckpointSpec(_Model):
     """Where and how often the runtime saves checkpoints."""
 
-    dir: Path | None = None
-    """Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir."""
-    keep: StrictInt = Field(default=3, ge=1)
-    """Keep the last N committed checkpoints."""
-    interval_steps: StrictInt = Field(default=0, ge=0)
-    """Save every N steps; 0 saves only when preempted."""
+    dir: Path | None = Field(
+        default=None,
+        description="Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir.",
+    )
+    keep: StrictInt = Field(default=3, ge=1, description='Keep the last N committed checkpoints.')
+    interval_steps: StrictInt = Field(
+        default=0, ge=0,
+        description="Save every N steps; 0 saves only when preempted.",
+    )
 
     @field_validator("dir", mode="before")
     @classmethod
@@ -283,36 +305,54 @@ class CheckpointSpec(_Model):
 class JobSpec(_Model):
     """One training job: resources, program, environment and preemption settings."""
 
-    name: str
-    """Job name (--job-name, and %x in the log file name): 1-64 of [A-Za-z0-9._-]."""
-    nodes: StrictInt = Field(default=1, ge=1)
-    """Number of nodes (--nodes)."""
-    tasks_per_node: StrictInt = Field(default=1, ge=1)
-    """Ranks per node (--ntasks-per-node); usually one per GPU."""
-    gpus_per_node: StrictInt = Field(default=0, ge=0)
-    """GPUs per node (--gpus-per-node); 0 on CPU-only nodes."""
-    cpus_per_task: StrictInt = Field(default=1, ge=1)
-    """CPU cores per rank (--cpus-per-task)."""
-    time_limit: Annotated[str, BeforeValidator(_time_limit)]
-    """Wall-time limit (--time): "MM", "HH:MM:SS", "D-HH:MM:SS", ...; kept as [D-]HH:MM:SS."""
-    partition: str | None = None
-    """Slurm partition(s) (--partition), comma-separated; default: the cluster's default."""
-    account: str | None = None
-    """Slurm account to charge (--account); default: the user's default account."""
-    run_dir: Path
-    """Run directory for logs, ledger and checkpoints; relative to the spec file's folder."""
-    program: ProgramSpec
-    """The program every rank runs."""
-    env: dict[EnvName, Text] = {}
-    """Extra environment variables for the program; values are passed literally."""
-    launcher: Literal["srun", "torchrun"] = "srun"
-    """srun: one task per rank (default); torchrun: one torchrun per node spawning the ranks."""
-    container: ContainerSpec | None = None
-    """Optional pyxis container for the ranks."""
-    preemption: PreemptionSpec = PreemptionSpec()
-    """Preemption signal lead and requeue bound."""
-    checkpoint: CheckpointSpec = CheckpointSpec()
-    """Checkpoint folder, retention and interval."""
+    name: str = Field(
+        description="Job name (--job-name, and %x in the log file name): 1-64 of [A-Za-z0-9._-].",
+    )
+    nodes: StrictInt = Field(default=1, ge=1, description='Number of nodes (--nodes).')
+    tasks_per_node: StrictInt = Field(
+        default=1, ge=1,
+        description="Ranks per node (--ntasks-per-node); usually one per GPU.",
+    )
+    gpus_per_node: StrictInt = Field(
+        default=0, ge=0,
+        description="GPUs per node (--gpus-per-node); 0 on CPU-only nodes.",
+    )
+    cpus_per_task: StrictInt = Field(default=1, ge=1, description='CPU cores per rank (--cpus-per-task).')
+    time_limit: Annotated[str, BeforeValidator(_time_limit)] = Field(
+        description='Wall-time limit (--time): "MM", "HH:MM:SS", "D-HH:MM:SS", ...; kept as [D-]HH:MM:SS.',
+    )
+    partition: str | None = Field(
+        default=None,
+        description="Slurm partition(s) (--partition), comma-separated; default: the cluster's default.",
+    )
+    account: str | None = Field(
+        default=None,
+        description="Slurm account to charge (--account); default: the user's default account.",
+    )
+    run_dir: Path = Field(
+        description="Run directory for logs, ledger and checkpoints; relative to the spec file's folder.",
+    )
+    program: ProgramSpec = Field(description='The program every rank runs.')
+    env: dict[EnvName, Text] = Field(
+        default={},
+        description="Extra environment variables for the program; values are passed literally.",
+    )
+    launcher: Literal["srun", "torchrun"] = Field(
+        default="srun",
+        description="srun: one task per rank (default); torchrun: one torchrun per node spawning the ranks.",
+    )
+    container: ContainerSpec | None = Field(
+        default=None,
+        description="Optional pyxis container for the ranks.",
+    )
+    preemption: PreemptionSpec = Field(
+        default=PreemptionSpec(),
+        description="Preemption signal lead and requeue bound.",
+    )
+    checkpoint: CheckpointSpec = Field(
+        default=CheckpointSpec(),
+        description="Checkpoint folder, retention and interval.",
+    )
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Run every benchmark once at its small (CI) size and print their figures.
+#
+# Usage: bash bench/run_all.sh [PYTHON]   (default: .venv/bin/python of the repository)
+# Needs the local Slurm cluster for the submit and goodput benchmarks (hpcflow local-cluster up).
+# Benchmarks report figures and ratios; they never fail on time. Exit status: non-zero only when
+# a benchmark itself crashed (that is a bug, not a slow machine).
+set -Eeuo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${1:-${repo}/.venv/bin/python}"
+readonly repo python
+
+main() {
+  cd "${repo}"
+  local failed=0 bench
+  local -a benches=(
+    "bench/bench_submit.py --repeat 3"
+    "bench/bench_pcluster.py --repeat 3"
+    "bench/bench_checkpoint.py --small"
+    "bench/bench_goodput.py --small"
+  )
+  for bench in "${benches[@]}"; do
+    printf '\n=== %s\n' "${bench}"
+    # shellcheck disable=SC2086  # the entries are fixed word lists above
+    if ! OMP_NUM_THREADS=1 "${python}" ${bench}; then
+      printf 'bench: %s crashed\n' "${bench}" >&2
+      failed=1
+    fi
+  done
+  return "${failed}"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "${0}" ]]; then
+  main "$@"
+fi
