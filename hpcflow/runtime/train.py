@@ -237,9 +237,11 @@ def save(
     started = time.monotonic()
     ckpt.save(step, app, blocking=blocking)
     if blocking:
-        ckpt.wait()
+        save_s = time.monotonic() - started
+        # A background save that this one waited for is reported first, and only once.
+        report_async(env, ckpt.poll())
         emit(env, "hpcflow-checkpoint", {
-            "step": step, "reason": reason, "save_s": time.monotonic() - started, "async": False,
+            "step": step, "reason": reason, "save_s": save_s, "async": False,
         })
 
 
