@@ -175,7 +175,7 @@ def _moto_instance_types() -> dict:
 
     spec = importlib.util.find_spec("moto")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("moto is not installed")
+        pytest.fail("moto is not installed: install the dev extra (pip install -e .[dev])")
     path = Path(list(spec.submodule_search_locations)[0]) / "ec2/resources/instance_types.json.gz"
     return json.loads(gzip.open(path).read())
 

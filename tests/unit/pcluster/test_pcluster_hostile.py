@@ -98,7 +98,6 @@ def test_output_through_a_symlink_updates_the_target_and_keeps_the_link(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yaml", "real.yaml"]
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 def test_output_to_a_fifo_writes_into_it_and_never_replaces_it(tmp_path: Path):
     """Renaming a temp file over a device or a FIFO (``-o /dev/stdout``) would replace the node
     itself; run as root on ``/dev/full`` it replaced the device with a regular file."""

@@ -37,7 +37,7 @@ def test_expand_hostlist(expr: str, hosts: list[str]) -> None:
 def test_expansion_matches_real_scontrol(expr: str, hosts: list[str]) -> None:
     scontrol = shutil.which("scontrol")
     if scontrol is None:
-        pytest.skip("scontrol is not installed (install slurm-wlm to cross-check)")
+        pytest.fail("scontrol is not installed: install slurm-wlm (tests/run.sh does)")
     out = subprocess.run(
         [scontrol, "show", "hostnames", expr.strip()],
         capture_output=True,
