@@ -44,6 +44,7 @@ from hpcflow.runtime import dist as hdist
 from hpcflow.runtime.checkpoint import CheckpointManager
 from hpcflow.runtime.commit import write_json_durably
 from hpcflow.runtime.env import DistEnv, dist_env_from
+from hpcflow.runtime.lines import emit, log
 from hpcflow.runtime.preemption import PreemptionMonitor
 from hpcflow.runtime.runconfig import EXIT_PREEMPTED, RunConfig
 
@@ -101,18 +102,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.step_time_s < 0 or args.lr <= 0 or args.dist_timeout_s <= 0:
         parser.error("--step-time-s must be >= 0, --lr and --dist-timeout-s > 0")
     return args
-
-
-def emit(env: DistEnv, tag: str, payload: dict[str, Any]) -> None:
-    """Print ``<tag> <json>`` on rank 0's stdout and flush (the log is read while it runs)."""
-    if env.is_rank0:
-        print(f"{tag} {json.dumps(payload, sort_keys=True)}", flush=True)
-
-
-def log(env: DistEnv, message: str) -> None:
-    """A human-readable line on stderr, tagged with the rank."""
-    prefix = f"hpcflow-runtime rank {env.rank}/{env.world_size}"
-    print(f"{prefix}: {message}", file=sys.stderr, flush=True)
 
 
 def run(
@@ -279,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # action would kill the process. Never closed: a late USR1 during teardown must not kill a
     # rank that finished (srun would then report 128+10).
     monitor = PreemptionMonitor(config.preempt_flag)
+    monitor.announce(config.joined_dir, env.rank)
     args = parse_args(argv)
     try:
         backend = hdist.init_distributed(env, timeout_s=args.dist_timeout_s)

@@ -186,6 +186,14 @@ class ProgramSpec(_Model):
             "Python interpreter for module (and torchrun); default: the one that runs hpcflow submit."
         ),
     )
+    protocol: Literal["auto", "requeue"] = Field(
+        default="auto",
+        description=(
+            "auto: ranks that join hpcflow's protocol (hpcflow.runtime) get the preemption signal "
+            "and checkpoint; a program that does not join is never signalled, and is stopped and "
+            "requeued shortly before the deadline. requeue: always the latter."
+        ),
+    )
 
     @field_validator("module")
     @classmethod
@@ -269,6 +277,14 @@ class PreemptionSpec(_Model):
         ),
     )
 
+    requeue_margin_s: StrictInt = Field(
+        default=30, ge=15,
+        description=(
+            "A program that has not joined the protocol is stopped (TERM) this many seconds "
+            "before the deadline, and the job is requeued."
+        ),
+    )
+
     @field_validator("signal_lead_s")
     @classmethod
     def _lead_range(cls, value: int) -> int:
@@ -300,6 +316,16 @@ class CheckpointSpec(_Model):
     @classmethod
     def _dir_text(cls, value: Any) -> Any:
         return None if value is None else _path_text(value)
+
+
+class ParallelismSpec(_Model):
+    """The parallel layout the program is asked to use: world size = dp x pp x tp."""
+
+    dp: StrictInt = Field(default=-1, description="Data-parallel degree; -1 = the remaining ranks.")
+    pp: StrictInt = Field(default=1, ge=1, description="Pipeline-parallel degree (stages).")
+    tp: StrictInt = Field(
+        default=1, ge=1, description="Tensor-parallel degree; must divide tasks_per_node.",
+    )
 
 
 class JobSpec(_Model):
@@ -352,6 +378,13 @@ class JobSpec(_Model):
     checkpoint: CheckpointSpec = Field(
         default=CheckpointSpec(),
         description="Checkpoint folder, retention and interval.",
+    )
+    parallelism: ParallelismSpec | None = Field(
+        default=None,
+        description=(
+            "dp x pp x tp layout, checked against nodes x tasks_per_node at submit and passed to "
+            "the ranks as HPCFLOW_PARALLELISM."
+        ),
     )
 
     @field_validator("name")
@@ -408,19 +441,27 @@ class JobSpec(_Model):
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobSpec:
+        problems = []
         lead = self.preemption.signal_lead_s
         if lead >= self.time_limit_s:
-            _raise_problems(
-                [
-                    (
-                        "preemption.signal_lead_s",
-                        lead,
-                        f"must be less than time_limit ({self.time_limit} = {self.time_limit_s} s); Slurm "
-                        f"sends the signal up to {SIGNAL_JITTER_S} s off its mark (sbatch --signal), so "
-                        "the lead must cover that plus a step and a checkpoint save",
-                    )
-                ]
-            )
+            problems.append((
+                "preemption.signal_lead_s",
+                lead,
+                f"must be less than time_limit ({self.time_limit} = {self.time_limit_s} s); Slurm "
+                f"sends the signal up to {SIGNAL_JITTER_S} s off its mark (sbatch --signal), so "
+                "the lead must cover that plus a step and a checkpoint save",
+            ))
+        margin = self.preemption.requeue_margin_s
+        if margin >= lead:
+            problems.append((
+                "preemption.requeue_margin_s",
+                margin,
+                f"must be less than preemption.signal_lead_s ({lead} s): the program is stopped "
+                "this long before the deadline, after the warning",
+            ))
+        if self.parallelism is not None:
+            problems.extend(_layout_problems(self, self.parallelism))
+        _raise_problems(problems)
         return self
 
     @property
@@ -437,6 +478,21 @@ class JobSpec(_Model):
     def ntasks(self) -> int:
         """Total ranks: nodes x tasks_per_node."""
         return self.nodes * self.tasks_per_node
+
+
+def _layout_problems(spec: JobSpec, layout: ParallelismSpec) -> list[tuple[str, Any, str]]:
+    """The rules ``ParallelDims`` applies in the job, checked before the job waits in the queue."""
+    from hpcflow.runtime.parallel_dims import ParallelDims
+
+    try:
+        ParallelDims(
+            dp=layout.dp, pp=layout.pp, tp=layout.tp,
+            world_size=spec.ntasks, ranks_per_node=spec.tasks_per_node,
+        )
+    except ValueError as exc:
+        return [("parallelism", layout.model_dump(), f"{exc} (nodes x tasks_per_node = "
+                 f"{spec.nodes} x {spec.tasks_per_node})")]
+    return []
 
 
 def _raise_problems(problems: list[tuple[str, Any, str]]) -> None:
