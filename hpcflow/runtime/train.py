@@ -76,9 +76,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--seed", type=int, default=0, help="seed of model init, data order, RNG")
     add("--dist-timeout-s", type=float, default=600.0, help="collective timeout in seconds")
     add("--model", choices=MODELS, default="toy-mlp", help="workload")
-    add("--dp", type=int, default=-1, help="data-parallel degree; -1 = the remaining ranks")
-    add("--pp", type=int, default=1, help="pipeline-parallel degree (stages across ranks)")
-    add("--tp", type=int, default=1, help="tensor-parallel degree (divides the ranks per node)")
+    add("--dp", type=int, default=None,
+        help="data-parallel degree; -1 = the remaining ranks (default: the job spec's "
+        "parallelism, HPCFLOW_PARALLELISM, else -1)")
+    add("--pp", type=int, default=None,
+        help="pipeline-parallel degree (stages across ranks; default: the job spec's, else 1)")
+    add("--tp", type=int, default=None,
+        help="tensor-parallel degree (divides the ranks per node; default: the job spec's, else 1)")
     add("--dp-mode", choices=DP_MODES, default="fsdp", help="lm: FSDP2 sharding or DDP")
     add("--schedule", choices=sorted(SCHEDULES), default="gpipe", help="lm: pipeline schedule")
     add("--microbatches", type=int, default=0,
@@ -270,6 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     monitor = PreemptionMonitor(config.preempt_flag)
     monitor.announce(config.joined_dir, env.rank)
     args = parse_args(argv)
+    for name, default in (("dp", -1), ("pp", 1), ("tp", 1)):  # a flag wins over the job spec
+        if getattr(args, name) is None:
+            setattr(args, name, (config.parallelism or {}).get(name, default))
     try:
         backend = hdist.init_distributed(env, timeout_s=args.dist_timeout_s)
         emit(env, "hpcflow-start", {

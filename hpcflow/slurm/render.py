@@ -102,6 +102,8 @@ def srun_options(spec: JobSpec) -> list[str]:
     ]
     if spec.gpus_per_node > 0:
         words.append(f"--gpus-per-node={spec.gpus_per_node}")
+    if spec.program.workdir is not None:
+        words.append(f"--chdir={spec.program.workdir}")
     if spec.container is not None:  # pyxis SPANK options (github.com/NVIDIA/pyxis, README)
         words.append(f"--container-image={spec.container.image}")
         if spec.container.mounts:

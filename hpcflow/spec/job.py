@@ -186,6 +186,13 @@ class ProgramSpec(_Model):
             "Python interpreter for module (and torchrun); default: the one that runs hpcflow submit."
         ),
     )
+    workdir: Path | None = Field(
+        default=None,
+        description=(
+            "Folder the ranks start in (srun --chdir); relative to the spec file's folder; "
+            "default: the run directory."
+        ),
+    )
     protocol: Literal["auto", "requeue"] = Field(
         default="auto",
         description=(
@@ -213,6 +220,16 @@ class ProgramSpec(_Model):
     @classmethod
     def _python_path(cls, value: str | None) -> str | None:
         return None if value is None else _path_text(value)
+
+    @field_validator("workdir", mode="before")
+    @classmethod
+    def _workdir_path(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        text = _path_text(value)
+        if not os.path.isabs(text):
+            raise ValueError("must be absolute here (in a spec file it is relative to the file)")
+        return Path(os.path.normpath(text))
 
     @model_validator(mode="after")
     def _module_or_argv(self) -> ProgramSpec:
@@ -538,6 +555,10 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
     run_dir = data.get("run_dir")
     if isinstance(run_dir, str) and run_dir and not _CONTROL_RE.search(run_dir):
         data["run_dir"] = os.path.normpath(base / Path(run_dir).expanduser())
+    program = data.get("program")
+    workdir = program.get("workdir") if isinstance(program, dict) else None
+    if isinstance(workdir, str) and workdir and not _CONTROL_RE.search(workdir):
+        program["workdir"] = os.path.normpath(base / Path(workdir).expanduser())
     overrides = list(overrides)
     data = apply_overrides(data, overrides)
     for item in overrides:

@@ -68,3 +68,18 @@ def test_cli_refuses_a_bad_layout_with_exit_2_before_sbatch(tmp_path, dry_run):
     assert proc.returncode == 2, proc.stderr
     assert "parallelism" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_workdir_is_relative_to_the_spec_file_and_becomes_srun_chdir(tmp_path):
+    from hpcflow.slurm.render import srun_options
+    from hpcflow.spec.job import load_job_spec
+
+    folder = tmp_path / "my project"
+    folder.mkdir()
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "run_dir": "runs/one",
+                                    "program": {"module": "my_loop", "workdir": "."}}))
+    spec = load_job_spec(path)
+    assert spec.program.workdir == folder
+    assert f"--chdir={folder}" in srun_options(spec)
+    assert not any(w.startswith("--chdir") for w in srun_options(JobSpec.model_validate(BASE)))
