@@ -114,6 +114,8 @@ class Run:
         keep: int | None = None,
         async_save: bool = False,
         timeout_s: float = hdist.DEFAULT_TIMEOUT_S,
+        join_process_group: bool = True,
+        torch_env: bool = False,
     ) -> Run:
         """Join the job: install the USR1 handler, announce the rank, join the process group.
 
@@ -128,6 +130,12 @@ class Run:
             async_save: write interval saves in the background while training goes on (the
                 preemption save is always synchronous).
             timeout_s: seconds a collective may wait for the other ranks.
+            join_process_group: False leaves the process group to a framework that makes its
+                own (Lightning); the agreement then uses whatever group is active.
+            torch_env: also export torchrun's variables (``RANK``, ``WORLD_SIZE``,
+                ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``; torch
+                ``torchrun`` docs) from the Slurm ones, for libraries that read only those
+                (Hugging Face accelerate).
 
         Raises:
             ValueError: the Slurm, torchrun or ``HPCFLOW_*`` variables are garbled (the message
@@ -150,7 +158,18 @@ class Run:
             config = replace(config, **overrides)
         monitor = PreemptionMonitor(config.preempt_flag)
         monitor.announce(config.joined_dir, env.rank)
-        backend = hdist.init_distributed(env, timeout_s=timeout_s)
+        if torch_env:
+            os.environ.update({
+                "RANK": str(env.rank), "WORLD_SIZE": str(env.world_size),
+                "LOCAL_RANK": str(env.local_rank), "LOCAL_WORLD_SIZE": str(env.local_world_size),
+                "MASTER_ADDR": env.master_addr, "MASTER_PORT": str(env.master_port),
+            })
+        if join_process_group:
+            backend = hdist.init_distributed(env, timeout_s=timeout_s)
+        else:
+            import torch
+
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
         emit(env, TAG_START, {
             "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
             "job_id": env.job_id, "restart_count": env.restart_count,
@@ -196,6 +215,20 @@ class Run:
         self._last_boundary = time.monotonic()
         return latest
 
+    def report_resume(self, step: int) -> None:
+        """Rank 0 prints ``hpcflow-resume`` (a framework adapter resumed from ``step``)."""
+        self.step = self._last_saved = step
+        emit(self.env, TAG_RESUME, {"step": step})
+        self._last_boundary = time.monotonic()
+
+    def report_step(self, step: int, metrics: Mapping[str, Any] | None = None) -> None:
+        """Rank 0 prints ``hpcflow-step`` with the time since the previous boundary (local)."""
+        now = time.monotonic()
+        self.step = step
+        emit(self.env, TAG_STEP, {"step": step, "step_time_s": now - self._last_boundary,
+                                  **dict(metrics or {})})
+        self._last_boundary = now
+
     def step_done(self, step: int, state: Mapping[str, Any],
                   metrics: Mapping[str, Any] | None = None) -> None:
         """The step boundary after ``step`` completed steps (collective, every step).
@@ -211,10 +244,7 @@ class Run:
             CheckpointError: a save failed, or a stop was requested without a checkpoint
                 directory (raised on every rank).
         """
-        now = time.monotonic()
-        self.step = step
-        emit(self.env, TAG_STEP, {"step": step, "step_time_s": now - self._last_boundary,
-                                  **dict(metrics or {})})
+        self.report_step(step, metrics)
         stop = self.should_stop()
         if self.ckpt is not None:
             self._report_async(self.ckpt.poll())
@@ -223,10 +253,10 @@ class Run:
                                   "set (HPCFLOW_CHECKPOINT_DIR or checkpoint_dir=)")
         if stop:
             self.save(step, state, reason="preempt")
-            self._leave_preempted(step)
+            self.leave_preempted(step)
         if self.ckpt is not None and self.ckpt.due(step):
             self.save(step, state, reason="interval", blocking=not self.async_save)
-        self._last_boundary = time.monotonic()
+        self._last_boundary = time.monotonic()  # a save's time is reported as checkpointing
 
     def should_stop(self) -> bool:
         """Whether any rank was asked to stop (collective: one all-reduce). For loops that own
@@ -245,8 +275,8 @@ class Run:
         if self.ckpt is None:
             raise CheckpointError("no checkpoint directory is set (HPCFLOW_CHECKPOINT_DIR or "
                                   "checkpoint_dir=)")
-        if self._last_saved == step and not self.ckpt.in_flight == step:
-            return
+        if self._last_saved == step and self.ckpt.in_flight != step:
+            return  # committed already
         started = time.monotonic()
         self.ckpt.save(step, {"app": self._app(state)}, blocking=blocking)
         self._last_saved = step
@@ -291,8 +321,14 @@ class Run:
 
         return AppState(state, self.env.rank, restore_rng=restore_rng)
 
-    def _leave_preempted(self, step: int) -> None:
-        """Rank 0 writes the commit file; every rank waits for it, then raises Preempted."""
+    def leave_preempted(self, step: int) -> None:
+        """After the preemption checkpoint of ``step`` is committed (by :meth:`step_done`, or by
+        a framework's own save in an adapter): rank 0 writes the commit file the batch script
+        reads, every rank waits for it (collective), then :class:`Preempted` is raised.
+
+        Raises:
+            Preempted: always.
+        """
         from hpcflow.runtime.commit import write_json_durably
 
         committed = self.config.preempt_committed
