@@ -55,6 +55,9 @@ from hpcflow.runtime.lines import emit, log
 from hpcflow.runtime.preemption import PreemptionMonitor
 from hpcflow.runtime.runconfig import RunConfig
 
+#: Seconds :meth:`Run.close` leaves the GIL to the process group's threads before teardown.
+_SETTLE_S = 0.25
+
 
 class Preempted(SystemExit):
     """Raised by :meth:`Run.step_done` once the preemption checkpoint of ``step`` is committed.
@@ -295,11 +298,24 @@ class Run:
         if state is not None and self._last_saved != self.step:
             self.save(self.step, state, reason="final")
 
-    def close(self) -> None:
-        """Wait for any background save, then leave the process group (idempotent)."""
+    def close(self, *, together: bool = True) -> None:
+        """Wait for any background save, then leave the process group (idempotent).
+
+        Args:
+            together: meet the other ranks first (a barrier: collective), then let the
+                collective threads finish. With gloo, a process group torn down right after a
+                collective can deadlock: its destructor joins the worker threads while holding
+                the GIL, and a worker that still has to free a collective's Python tensors
+                waits for the GIL (seen here with torch 2.13 when a DDP module outlives the
+                group, on a loaded machine). ``__exit__`` passes False after an exception, when
+                other ranks may be gone.
+        """
         if self.ckpt is not None:
             self._report_async(self.ckpt.wait())
             self.ckpt.close()
+        if together and hdist.is_distributed():
+            hdist.barrier()
+            time.sleep(_SETTLE_S)  # the GIL is free: a worker that needs it takes it now
         hdist.shutdown()
 
     def __enter__(self) -> Run:
@@ -312,7 +328,7 @@ class Run:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(EXIT_PREEMPTED)
-        self.close()
+        self.close(together=exc is None)
 
     # ---- internals
 
