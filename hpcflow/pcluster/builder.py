@@ -51,8 +51,7 @@ def efa_enabled(compute: ComputeSpec, catalog: Catalog) -> bool:
     """EFA for a compute resource: the spec's choice, else what the instance type supports."""
     if compute.efa is not None:
         return compute.efa
-    facts = catalog.get(compute.instance_type)
-    return bool(facts and facts.efa_supported)
+    return bool(catalog.efa_supported(compute.instance_type))
 
 
 def min_nodes(queue: QueueSpec, compute: ComputeSpec) -> int:
@@ -172,7 +171,7 @@ def _queue(spec: ClusterSpec, q: QueueSpec, qi: int, cat: Catalog,
                                                if exclusive is not None
                                                else "slurm.job_exclusive_allocation")
     if q.custom_slurm_settings:
-        out["CustomSlurmSettings"] = _custom_settings(
+        out["CustomSlurmSettings"] = _custom_mapping(
             q.custom_slurm_settings, base, sp + ".custom_slurm_settings", src)
     out["ComputeResources"] = [_compute(q, c, ci, base, sp, cat, src)
                                for ci, c in enumerate(q.compute)]
@@ -208,12 +207,25 @@ def _compute(q: QueueSpec, c: ComputeSpec, ci: int, qbase: Path, qsp: str, cat: 
     }
     if c.reservation_id:
         out["CapacityReservationTarget"] = {"CapacityReservationId": c.reservation_id}
+    if c.custom_slurm_settings:
+        out["CustomSlurmSettings"] = _custom_mapping(
+            c.custom_slurm_settings, base, sp + ".custom_slurm_settings", src)
     return out
+
+
+def _custom_mapping(settings: dict[str, Any], base: Path, sp: str,
+                    src: dict[Path, str]) -> dict[str, Any]:
+    """A queue's or compute resource's settings: one mapping (aws-parallelcluster 3.16.1
+    ``SlurmQueueSchema.custom_slurm_settings`` is a ``fields.Dict``)."""
+    for key in settings:
+        src[base + ("CustomSlurmSettings", key)] = f"{sp}.{key}"
+    return dict(settings)
 
 
 def _custom_settings(settings: dict[str, Any], base: Path, sp: str,
                      src: dict[Path, str]) -> list[dict[str, Any]]:
-    """One single-key mapping per setting, in the spec's order (ParallelCluster's list form)."""
+    """Cluster-level settings: one single-key mapping per setting, in the spec's order
+    (``SlurmSettings.CustomSlurmSettings`` is a list of mappings)."""
     out = []
     for i, (key, value) in enumerate(settings.items()):
         out.append({key: value})

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from hpcflow.errors import SpecError
-from hpcflow.spec.loading import apply_overrides, load_yaml_mapping, validate_model
+from hpcflow.spec.loading import apply_overrides, load_yaml_bounded, validate_model
 
 
 def _matching(pattern: str, what: str, example: str) -> AfterValidator:
@@ -29,12 +29,13 @@ def _matching(pattern: str, what: str, example: str) -> AfterValidator:
     compiled = re.compile(pattern)
 
     def check(value: str) -> str:
-        if compiled.match(value):
+        # fullmatch: with re.match, a ``$`` also matches before a trailing newline.
+        if compiled.fullmatch(value):
             return value
         hint = ""
-        if value != value.lower() and compiled.match(value.lower()):
+        if value != value.lower() and compiled.fullmatch(value.lower()):
             hint = f"; did you mean {value.lower()!r}?"
-        elif value != value.strip() and compiled.match(value.strip()):
+        elif value != value.strip() and compiled.fullmatch(value.strip()):
             hint = f"; did you mean {value.strip()!r}?"
         raise ValueError(f"not {what}: expected e.g. {example!r}{hint}")
 
@@ -74,6 +75,11 @@ OS_CHOICES = ("alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rocky8", "rhel
 Os = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rocky8", "rhel9", "rocky9"]
 
 
+# A slurm.conf value: one scalar. Lists and mappings are refused here (ParallelCluster's schema
+# takes any value and writes its text form into slurm.conf).
+SlurmValue = bool | int | float | str
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -107,6 +113,15 @@ class ComputeSpec(_Model):
     """Attach EFA; default: on when the instance type supports it."""
     reservation_id: ReservationId | None = None
     """Capacity reservation for this resource only (overrides the queue's)."""
+    custom_slurm_settings: dict[str, SlurmValue] = Field(default_factory=dict)
+    """Extra slurm.conf node parameters for these nodes (e.g. ``Features``)."""
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> ComputeSpec:
+        if self.min_nodes is not None and self.min_nodes > self.max_nodes:
+            raise ValueError(f"min_nodes ({self.min_nodes}) is above max_nodes "
+                             f"({self.max_nodes}); min_nodes must be <= max_nodes")
+        return self
 
 
 class QueueSpec(_Model):
@@ -126,7 +141,7 @@ class QueueSpec(_Model):
     """Use this existing placement group instead of one ParallelCluster creates."""
     job_exclusive_allocation: bool | None = None
     """One job per node; default: ``slurm.job_exclusive_allocation``."""
-    custom_slurm_settings: dict[str, Any] = Field(default_factory=dict)
+    custom_slurm_settings: dict[str, SlurmValue] = Field(default_factory=dict)
     """Extra slurm.conf partition parameters for this queue."""
     compute: list[ComputeSpec] = Field(min_length=1)
     """The compute resources of the queue."""
@@ -215,7 +230,7 @@ class SlurmSpec(_Model):
     """How a queue update treats running nodes; COMPUTE_FLEET_STOP never kills a running job."""
     job_exclusive_allocation: bool = True
     """Default for every queue: one job per node (training jobs want whole nodes)."""
-    custom_settings: dict[str, Any] = Field(default_factory=dict)
+    custom_settings: dict[str, SlurmValue] = Field(default_factory=dict)
     """Extra slurm.conf parameters; those ParallelCluster manages are refused."""
 
 
@@ -281,10 +296,38 @@ def load_cluster_spec(path: str | Path, overrides: list[str] | tuple[str, ...] =
     """
     if Path(path).is_dir():
         raise SpecError(f"{path}: is a directory; give the spec file, e.g. cluster.spec.yaml")
-    data = load_yaml_mapping(path)
+    data = load_yaml_file(path)
     if not data and not overrides:
         raise SpecError(f"{path}: the file is empty; a cluster spec needs at least region, "
                         "head_node and queues (see docs/admin-guide.md, step 3)")
     if overrides:
         data = apply_overrides(data, overrides)
     return validate_model(ClusterSpec, data, str(path))
+
+
+# A real cluster config or spec is a few thousand YAML values (50 queues x 50 compute resources
+# at most); the bound only stops alias bombs (``hpcflow.spec.loading.load_yaml_bounded``).
+MAX_YAML_NODES = 200_000
+
+
+def load_yaml_file(path: str | Path) -> dict[str, Any]:
+    """Read a cluster spec or ParallelCluster YAML file whose top level must be a mapping, with
+    aliases bounded to :data:`MAX_YAML_NODES` expanded values.
+
+    Raises:
+        SpecError: the file is missing, unreadable, not YAML, expands past the bound, or is not
+            a mapping; the message names the file.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{p}: cannot read: {exc}") from None
+    data = load_yaml_bounded(text, max_nodes=MAX_YAML_NODES, source=str(p))
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(f"{p}: the top level must be a mapping of fields, got {type(data).__name__}")
+    return data
