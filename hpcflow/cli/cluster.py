@@ -1,4 +1,4 @@
-"""``hpcflow cluster render|validate|instances|cost``: AWS ParallelCluster v3 configs from a
+"""``hpcflow cluster render|validate|import|instances|cost``: AWS ParallelCluster v3 configs from a
 short cluster spec, checked by hpcflow's rules and the installed ParallelCluster schema."""
 
 from __future__ import annotations
@@ -85,6 +85,29 @@ def validate_cmd(config: str, deep: bool, endpoint_url: str | None, cluster_name
     how = " and ParallelCluster's validators" if deep else ""
     click.echo(f"{config}: valid (hpcflow rules, aws-parallelcluster {_schema_version()} "
                f"schema{how})")
+
+
+@cluster.command("import")
+@click.argument("config")
+@click.option("-o", "--output", help="Write the cluster spec here (default: print it).")
+@click.option("--name", help="Cluster name to record in the spec.")
+@_JSON
+@handles_errors
+def import_cmd(config: str, output: str | None, name: str | None, as_json: bool) -> None:
+    """Turn a ParallelCluster CONFIG into the shortest cluster spec that renders it back."""
+    from hpcflow.pcluster.importer import import_file
+
+    data, text = import_file(config, output, name)
+    if as_json:
+        emit_json({"output": output, "spec": data})
+        return
+    if output:
+        raw = " (keys without a spec field are in its pcluster: block)" if "pcluster" in data \
+            else ""
+        click.echo(f"wrote {output}: `hpcflow cluster render {output}` gives back "
+                   f"{config}{raw}", err=True)
+    else:
+        click.echo(text, nl=False)
 
 
 @cluster.command("instances")

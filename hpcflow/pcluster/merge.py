@@ -30,11 +30,12 @@ def _named(items: Any) -> bool:
             and len({str(i["Name"]) for i in items}) == len(items))
 
 
-def _strip_nulls(value: Any) -> Any:
+def strip_nulls(value: Any) -> Any:
+    """``value`` with every ``None`` mapping value removed, recursively."""
     if isinstance(value, dict):
-        return {k: _strip_nulls(v) for k, v in value.items() if v is not None}
+        return {k: strip_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [_strip_nulls(v) for v in value]
+        return [strip_nulls(v) for v in value]
     return value
 
 
@@ -48,17 +49,17 @@ def deep_merge(base: Any, raw: Any) -> Any:
             elif key in out:
                 out[key] = deep_merge(out[key], value)
             else:
-                out[key] = _strip_nulls(copy.deepcopy(value))
+                out[key] = strip_nulls(copy.deepcopy(value))
         return out
     if _named(base) and _named(raw):
         by_name = {str(item["Name"]): item for item in raw}
         merged = [deep_merge(item, by_name[str(item["Name"])]) if str(item["Name"]) in by_name
                   else copy.deepcopy(item) for item in base]
         known = {str(item["Name"]) for item in base}
-        merged += [_strip_nulls(copy.deepcopy(item)) for item in raw
+        merged += [strip_nulls(copy.deepcopy(item)) for item in raw
                    if str(item["Name"]) not in known]
         return merged
-    return _strip_nulls(copy.deepcopy(raw))
+    return strip_nulls(copy.deepcopy(raw))
 
 
 def raw_delta(base: Any, target: Any) -> Any:
