@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hpcflow.pcluster.catalog import Catalog
+from hpcflow.pcluster.catalog import Catalog, ec2_types
 from hpcflow.pcluster.findings import (
     QP,
     Ctx,
@@ -232,7 +232,31 @@ def check_mixed_types(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
                     "at the slowest node's pace; use one type per training queue")
 
 
-RULES = (check_instance_types, check_efa, check_capacity, check_names_and_limits,
+def check_flexible_instances(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
+    """The types of a flexible ``Instances`` list must have the same vCPUs (cores when
+    ``DisableSimultaneousMultithreading``), GPUs, inference accelerators and their makers
+    (InstancesCPUValidator, InstancesAcceleratorsValidator)."""
+    table = ec2_types()
+    for qi, q in queues(cfg):
+        for ci, c in computes(q):
+            types = [it for _, it in instance_types(c) if isinstance(it, str)]
+            if "Instances" not in c or len(types) < 2 or not all(t in table for t in types):
+                continue
+            smt_off = c.get("DisableSimultaneousMultithreading") is True
+            checks = (("cores" if smt_off else "vcpus", "CPU cores" if smt_off else "vCPUs"),
+                      ("nvidia_gpus", "GPUs"), ("gpu_maker", "GPU maker"),
+                      ("aws_accelerators", "inference accelerators"),
+                      ("accelerator_maker", "inference accelerator maker"))
+            for attr, what in checks:
+                values = {t: getattr(table[t], attr) for t in types}
+                if len(set(values.values())) > 1:
+                    ctx.add("FLEXIBLE_TYPES_DIFFER", "error",
+                            QP(qi) + ("ComputeResources", ci, "Instances"), values,
+                            f"the instance types of one compute resource must have the same "
+                            f"{what}, got {values}; split them into separate compute resources")
+
+
+RULES = (check_instance_types, check_efa, check_flexible_instances, check_capacity, check_names_and_limits,
          check_shared_storage, check_fsx, check_slurm_settings, check_mixed_types)
 
 
