@@ -16,10 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from hpcflow.errors import SpecError
-from hpcflow.spec.cluster_storage import StorageSpec
+from hpcflow.spec.cluster_storage import STORAGE_TAGS, StorageSpec
 from hpcflow.spec.cluster_types import (
     AmiId,
     BucketName,
@@ -34,7 +35,7 @@ from hpcflow.spec.cluster_types import (
     SlurmValue,
     SubnetId,
 )
-from hpcflow.spec.loading import apply_overrides, load_yaml_bounded, validate_model
+from hpcflow.spec.loading import apply_overrides, load_yaml_bounded, spec_error
 
 # ParallelCluster 3.16.1 Image.Os choices (ClusterSchema error text, seen with 3.16.1).
 OS_CHOICES = ("alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rocky8", "rhel9", "rocky9")
@@ -321,7 +322,29 @@ def load_cluster_spec(path: str | Path, overrides: list[str] | tuple[str, ...] =
                         "head_node and queues (see docs/admin-guide.md, step 3)")
     if overrides:
         data = apply_overrides(data, overrides)
-    return validate_model(ClusterSpec, data, str(path))
+    return validate_cluster_spec(data, str(path))
+
+
+def validate_cluster_spec(data: dict[str, Any], source: str) -> ClusterSpec:
+    """``ClusterSpec.model_validate(data)``, raising a :class:`SpecError` whose lines name
+    ``storage[1].size_gib`` rather than pydantic's ``storage[1].ebs.size_gib`` (the storage kind
+    pydantic adds to the path of a tagged union).
+
+    Raises:
+        SpecError: one line per invalid field.
+    """
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors(include_url=False):
+            loc = list(err["loc"])
+            loc = [p for i, p in enumerate(loc)
+                   if not (p in STORAGE_TAGS and i > 0 and isinstance(loc[i - 1], int))]
+            msg = err["msg"].replace("{", "{{").replace("}", "}}")
+            lines.append({"type": PydanticCustomError(err["type"], msg), "loc": tuple(loc),
+                          "input": err["input"]})
+        raise spec_error(ValidationError.from_exception_data(exc.title, lines), source) from None
 
 
 # A real cluster config or spec is a few thousand YAML values (50 queues x 50 compute resources

@@ -161,6 +161,9 @@ StorageSpec = Annotated[
     Annotated[FsxLustreSpec, Tag("fsx_lustre")] | Annotated[FsxVolumeSpec, Tag("fsx_openzfs")]
     | Annotated[FsxVolumeSpec, Tag("fsx_ontap")] | Annotated[EfsSpec, Tag("efs")]
     | Annotated[EbsSpec, Tag("ebs")],
-    Discriminator(_kind),
+    Discriminator(_kind, custom_error_type="storage_type",
+                  custom_error_message="type must be one of fsx_lustre (the default), "
+                                       "fsx_openzfs, fsx_ontap, efs, ebs"),
 ]
+STORAGE_TAGS = frozenset({"fsx_lustre", "fsx_openzfs", "fsx_ontap", "efs", "ebs"})
 STORAGE_MODELS: tuple[type[BaseModel], ...] = (FsxLustreSpec, FsxVolumeSpec, EfsSpec, EbsSpec)

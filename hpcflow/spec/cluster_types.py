@@ -8,7 +8,7 @@ Patterns as in aws-parallelcluster 3.16.1 ``pcluster/schemas/cluster_schema.py``
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
@@ -75,6 +75,13 @@ ClusterName = Annotated[str, _matching(r"[a-zA-Z][a-zA-Z0-9-]{0,59}",
 TimeOfDay = Annotated[str, _matching(r"([01]\d|2[0-3]):[0-5]\d", "a time of day HH:MM (UTC)",
                                      "03:00")]
 
+def _scalar(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    raise ValueError("a slurm.conf value is one text, number or true/false, not a "
+                     f"{type(value).__name__}")
+
+
 # A slurm.conf value: one scalar. Lists and mappings are refused here (ParallelCluster's schema
 # takes any value and writes its text form into slurm.conf).
-SlurmValue = bool | int | float | str
+SlurmValue = Annotated[Any, AfterValidator(_scalar)]

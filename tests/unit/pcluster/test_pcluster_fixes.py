@@ -16,8 +16,7 @@ from hpcflow.aws.pricing import lookup_prices
 from hpcflow.cli.main import cli
 from hpcflow.errors import Ec2Error, SpecError
 from hpcflow.pcluster.render import check_spec
-from hpcflow.spec.cluster import ClusterSpec, load_cluster_spec
-from hpcflow.spec.loading import validate_model
+from hpcflow.spec.cluster import ClusterSpec, load_cluster_spec, validate_cluster_spec
 
 
 def _run(*args: str):
@@ -44,7 +43,7 @@ def _set(spec: dict[str, Any], path: str, value: Any) -> None:
 def test_a_value_ending_in_a_newline_is_refused_naming_the_field(base_spec, path, value):
     _set(base_spec, path, value)
     with pytest.raises(SpecError) as err:
-        validate_model(ClusterSpec, base_spec, "c.yaml")
+        validate_cluster_spec(base_spec, "c.yaml")
     field = path.replace(".0.", "[0].").replace(".0", "[0]")
     assert f"c.yaml: {field}" in str(err.value)
 
@@ -52,7 +51,7 @@ def test_a_value_ending_in_a_newline_is_refused_naming_the_field(base_spec, path
 def test_min_nodes_above_max_nodes_is_a_spec_error(base_spec):
     base_spec["queues"][0]["compute"][0].update(min_nodes=5, max_nodes=2)
     with pytest.raises(SpecError) as err:
-        validate_model(ClusterSpec, base_spec, "c.yaml")
+        validate_cluster_spec(base_spec, "c.yaml")
     assert "c.yaml: queues[0].compute[0]: " in str(err.value)
     assert "min_nodes (5) is above max_nodes (2)" in str(err.value)
 
@@ -81,7 +80,7 @@ def test_a_forbidden_queue_setting_is_reported_on_the_spec_key(base_spec):
 def test_a_custom_setting_value_must_be_a_scalar(base_spec, value):
     base_spec["slurm"] = {"custom_settings": {"SchedulerParameters": value}}
     with pytest.raises(SpecError, match=r"slurm\.custom_settings\.SchedulerParameters"):
-        validate_model(ClusterSpec, base_spec, "c.yaml")
+        validate_cluster_spec(base_spec, "c.yaml")
 
 
 def test_a_newline_in_a_spec_setting_value_is_an_error_on_the_spec_key(base_spec):
@@ -180,3 +179,16 @@ def test_cost_of_min_above_max_is_refused_before_pricing(tmp_path: Path, base_sp
     spec.write_text(yaml.safe_dump(base_spec))
     r = _run("cluster", "cost", str(spec), "--hours", "1", "--price-source", "table")
     assert r.exit_code == 2 and "min_nodes (4) is above max_nodes (2)" in r.output
+
+
+def test_storage_errors_name_the_storage_field_without_the_kind(base_spec):
+    base_spec["storage"] = [{"name": "f", "storage_capacity_gib": "big"},
+                            {"type": "ebs", "name": "e", "mount_dir": "/e", "size": 5},
+                            {"type": "nfs", "name": "n"}]
+    with pytest.raises(SpecError) as err:
+        validate_cluster_spec(base_spec, "c.yaml")
+    text = str(err.value)
+    assert "c.yaml: storage[0].storage_capacity_gib: 'big': Input should be a valid integer" in text
+    assert "c.yaml: storage[1].size: 5: unknown field" in text
+    assert "c.yaml: storage[2]: {'type': 'nfs', 'name': 'n'}: type must be one of fsx_lustre" in text
+    assert ".fsx_lustre" not in text and ".ebs." not in text
