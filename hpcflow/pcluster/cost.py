@@ -89,6 +89,7 @@ class CostEstimate:
 def instance_types_of(spec: ClusterSpec) -> list[str]:
     """Every instance type the spec uses (head node first)."""
     types = [spec.head_node.instance_type]
+    types += [pool.instance_type for pool in spec.login_nodes]
     types += [t for q in spec.queues for c in q.compute for t in c.types]
     return list(dict.fromkeys(types))
 
@@ -97,13 +98,16 @@ def estimate_cost(spec: ClusterSpec, hours: float, prices: dict[str, Price],
                   notes: list[str] | None = None) -> CostEstimate:
     """Estimate the cost of ``spec`` running for ``hours`` hours. Pure.
 
-    Floor: the head node plus static nodes (``min_nodes``) the whole time. Ceiling: every node
+    Floor: the head node, login nodes and static nodes (``min_nodes``) the whole time. Ceiling: every node
     of every queue the whole time. Spot lines give a range from 10% of the on-demand price to the
     on-demand price. Capacity block lines are not estimated (the fee is fixed at booking).
     """
     est = CostEstimate(hours=hours, notes=list(notes or []))
     hn = spec.head_node.instance_type
     est.lines.append(_line("head node", hn, "ondemand", 1, 1, hours, prices.get(hn)))
+    for pool in spec.login_nodes:
+        est.lines.append(_line(f"login/{pool.name}", pool.instance_type, "ondemand", pool.count,
+                               pool.count, hours, prices.get(pool.instance_type)))
     for q in spec.queues:
         for c in q.compute:
             # A flexible resource (several types) is priced at its dearest type: the ceiling.

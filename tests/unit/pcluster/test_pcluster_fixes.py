@@ -192,3 +192,19 @@ def test_storage_errors_name_the_storage_field_without_the_kind(base_spec):
     assert "c.yaml: storage[1].size: 5: unknown field" in text
     assert "c.yaml: storage[2]: {'type': 'nfs', 'name': 'n'}: type must be one of fsx_lustre" in text
     assert ".fsx_lustre" not in text and ".ebs." not in text
+
+
+def test_cost_counts_login_nodes_and_prices_a_flexible_resource_at_its_dearest_type(base_spec):
+    from hpcflow.aws.pricing import Price
+    from hpcflow.pcluster.cost import estimate_cost
+
+    base_spec["login_nodes"] = [{"name": "login", "instance_type": "m5.xlarge", "count": 2,
+                                 "subnet_id": "subnet-0a1b2c3d4e5f60718"}]
+    base_spec["queues"][0]["compute"] = [{"name": "flex", "instances": ["g6.xlarge", "g6e.xlarge"],
+                                          "max_nodes": 2}]
+    prices = {t: Price(t, usd, "test") for t, usd in
+              (("m5.xlarge", 0.2), ("g6.xlarge", 1.0), ("g6e.xlarge", 2.0))}
+    est = estimate_cost(ClusterSpec.model_validate(base_spec), 10, prices)
+    lines = {ln.what: ln for ln in est.lines}
+    assert (lines["login/login"].usd_min, lines["login/login"].usd_max) == (4.0, 4.0)
+    assert lines["train/flex"].instance_type == "g6e.xlarge" and lines["train/flex"].usd_max == 40.0
