@@ -106,7 +106,9 @@ def check_efa(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
         if isinstance(subnets, list) and len(subnets) > 1:
             ctx.add("EFA_MULTIPLE_SUBNETS", "error", QP(qi) + ("Networking", "SubnetIds"), subnets,
                     f"an EFA queue needs exactly one subnet (one Availability Zone), got "
-                    f"{len(subnets)}; keep one, or turn EFA off on every compute resource")
+                    f"{len(subnets)}; keep one, or turn EFA off on every compute resource "
+                    "(stricter than ParallelCluster, which refuses several Availability Zones "
+                    "(EfaMultiAzValidator): hpcflow cannot see a subnet's zone offline)")
             continue
         if net.get("SecurityGroups"):
             ctx.add("EFA_SECURITY_GROUP_UNCHECKED", "warning",

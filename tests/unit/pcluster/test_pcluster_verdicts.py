@@ -211,3 +211,17 @@ def test_flexible_resource_types_are_named_in_the_mixed_types_warning():
                _compute(Instances=[{"InstanceType": "g6.xlarge"}, {"InstanceType": "g6.2xlarge"}]))
     warnings = [f for f in run_rules(cfg) if f.code == "MIXED_INSTANCE_TYPES"]
     assert [w.value for w in warnings] == [["g6.2xlarge", "g6.xlarge"]]
+
+
+def test_two_subnets_in_one_zone_are_refused_with_the_reason(monkeypatch):
+    """ParallelCluster accepts an EFA queue over two subnets of one zone; hpcflow cannot see
+    zones offline and says so."""
+    import _pcluster_oracle
+
+    monkeypatch.setattr(_pcluster_oracle, "_zone", lambda subnet_id: "us-east-1-az1")
+    cfg = _cfg(_efa_crs({}), _queue_net(SubnetIds=[SUBNET, SUBNET2],
+                                        PlacementGroup={"Enabled": True}))
+    assert pcluster_verdict(cfg) == ([], [])
+    errors = _hpcflow_errors(cfg)
+    assert [f.code for f in errors] == ["EFA_MULTIPLE_SUBNETS"]
+    assert "stricter than ParallelCluster" in errors[0].message
