@@ -25,7 +25,7 @@ OFFLINE = frozenset({
     "NumberOfStorageValidator", "SharedStorageNameValidator", "DuplicateMountDirValidator",
     "OverlappingMountDirValidator", "SchedulerValidator", "EfaValidator",
     "InstancesCPUValidator", "InstancesAcceleratorsValidator", "InstancesEFAValidator",
-    "InstancesNetworkingValidator", "InstancesAllocationStrategyValidator",
+    "InstancesNetworkingValidator", "InstancesAllocationStrategyValidator", "CapacityTypeValidator",
 })
 
 

@@ -80,6 +80,13 @@ def _fsx(**settings: Any):
     return edit
 
 
+def _storages(*kinds: tuple[str, str], name: str | None = None):
+    def edit(cfg: dict[str, Any]) -> None:
+        cfg["SharedStorage"] = [{"Name": name or f"s{i}", "MountDir": mount, "StorageType": kind}
+                                for i, (kind, mount) in enumerate(kinds)]
+    return edit
+
+
 PG_ON = {"Networking": {"PlacementGroup": {"Enabled": True}}}
 PG_OFF = {"Networking": {"PlacementGroup": {"Enabled": False}}}
 
@@ -184,6 +191,17 @@ CASES = [
                  {"UNKNOWN_INSTANCE_TYPE"}, id="head-node-type-typo"),
     pytest.param(_cfg(_efa_crs({}), _queue_net(SubnetIds=[SUBNET, SUBNET2])),
                  {"EFA_MULTIPLE_SUBNETS"}, id="efa-two-subnets"),
+    pytest.param(_cfg(_queue(CapacityType="CAPACITY_BLOCK"), _compute(MinCount=1, MaxCount=1)),
+                 {"CAPACITY_BLOCK_NO_RESERVATION"}, id="capacity-block-without-reservation"),
+    pytest.param(_cfg(_compute(MinCount=3, MaxCount=2)), {"MIN_ABOVE_MAX"}, id="min-above-max"),
+    pytest.param(_cfg(_fsx(StorageCapacity=3600, DeploymentType="SCRATCH_1")), set(),
+                 id="fsx-scratch1-3600"),
+    pytest.param(_cfg(_storages(("Efs", "/a"), ("Efs", "/b"))), {"TOO_MANY_NEW_EFS"},
+                 id="two-new-efs"),
+    pytest.param(_cfg(_storages(*[("Ebs", f"/e{i}") for i in range(6)])), {"TOO_MANY_EBS"},
+                 id="six-shared-ebs"),
+    pytest.param(_cfg(_storages(("Efs", "/a"), name="x" * 31)), {"NAME_TOO_LONG"},
+                 id="storage-name-31-chars"),
 ]
 
 
