@@ -69,8 +69,10 @@ def check_spec(spec: ClusterSpec, catalog: Catalog | None = None,
 def _raise_on_errors(result: CheckResult, source: str, what: str) -> None:
     if result.errors:
         lines = [f"{source}: {f.path}: {f.message}" for f in result.errors]
-        raise SpecError(f"{source}: {len(lines)} problem(s) {what}\n  " + "\n  ".join(lines),
+        err = SpecError(f"{source}: {len(lines)} problem(s) {what}\n  " + "\n  ".join(lines),
                         lines)
+        err.data = {"findings": [f.to_dict() for f in result.findings]}  # --json keeps them all
+        raise err
 
 
 def render_file(spec_path: str | Path, output: str | Path | None,

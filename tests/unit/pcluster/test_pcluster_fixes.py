@@ -208,3 +208,15 @@ def test_cost_counts_login_nodes_and_prices_a_flexible_resource_at_its_dearest_t
     lines = {ln.what: ln for ln in est.lines}
     assert (lines["login/login"].usd_min, lines["login/login"].usd_max) == (4.0, 4.0)
     assert lines["train/flex"].instance_type == "g6e.xlarge" and lines["train/flex"].usd_max == 40.0
+
+
+def test_render_json_on_a_failing_spec_keeps_every_finding(tmp_path: Path, base_spec):
+    base_spec["queues"][0]["compute"].append({"instance_type": "p4d.24xlarge", "max_nodes": 1})
+    base_spec["queues"][0]["compute"][0]["instance_type"] = "p5.48xl"
+    spec = tmp_path / "c.spec.yaml"
+    spec.write_text(yaml.safe_dump(base_spec))
+    doc = json.loads(_run("cluster", "render", str(spec), "--json").output)
+    assert doc["ok"] is False
+    codes = {(f["level"], f["code"]) for f in doc["data"]["findings"]}
+    assert ("error", "UNKNOWN_INSTANCE_TYPE") in codes
+    assert ("warning", "MIXED_INSTANCE_TYPES") in codes
