@@ -330,9 +330,19 @@ def validate_cluster_spec(data: dict[str, Any], source: str) -> ClusterSpec:
     ``storage[1].size_gib`` rather than pydantic's ``storage[1].ebs.size_gib`` (the storage kind
     pydantic adds to the path of a tagged union).
 
+    A text value with a line break or another control character is refused wherever it is
+    (outside the raw ``pcluster:`` block, which the rules and the schema check): every value of a
+    cluster spec is one line, and a line break written into the config could start a new line of
+    a file ParallelCluster renders from it.
+
     Raises:
         SpecError: one line per invalid field.
     """
+    bad = [f"{source}: {path}: {value!r}: a line break or control character is not allowed; "
+           "values are one line" for path, value in _multiline(data, "")]
+    if bad:
+        raise SpecError(f"{source}: {len(bad)} problem(s) in the spec\n  " + "\n  ".join(bad),
+                        bad)
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:
@@ -373,3 +383,26 @@ def load_yaml_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"{p}: the top level must be a mapping of fields, got {type(data).__name__}")
     return data
+
+
+def _multiline(node: Any, path: str) -> list[tuple[str, str]]:
+    """(field path, value) of every string holding a control character, keys included."""
+    found: list[tuple[str, str]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if not path and key == "pcluster":
+                continue
+            if isinstance(key, str) and _has_control(key):
+                found.append((sub, key))
+            found += _multiline(value, sub)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found += _multiline(value, f"{path}[{i}]")
+    elif isinstance(node, str) and _has_control(node):
+        found.append((path, node))
+    return found
+
+
+def _has_control(text: str) -> bool:
+    return any(ord(ch) < 32 or ord(ch) == 127 or ch in "\u0085\u2028\u2029" for ch in text)

@@ -220,3 +220,20 @@ def test_render_json_on_a_failing_spec_keeps_every_finding(tmp_path: Path, base_
     codes = {(f["level"], f["code"]) for f in doc["data"]["findings"]}
     assert ("error", "UNKNOWN_INSTANCE_TYPE") in codes
     assert ("warning", "MIXED_INSTANCE_TYPES") in codes
+
+
+@pytest.mark.parametrize(("path", "value", "where"), [
+    pytest.param("queues.0.name", "train\n", "queues[0].name", id="queue-name"),
+    pytest.param("head_node.ssh_key", "admin\nx", "head_node.ssh_key", id="ssh-key"),
+    pytest.param("tags", {"team": "ml\r"}, "tags.team", id="tag-value"),
+    pytest.param("queues.0.placement_group_name", "pg\n", "queues[0].placement_group_name",
+                 id="placement-group-name"),
+])
+def test_a_line_break_in_any_spec_text_is_refused_on_its_field(tmp_path: Path, base_spec, path,
+                                                                value, where):
+    _set(base_spec, path, value)
+    spec = tmp_path / "c.spec.yaml"
+    spec.write_text(yaml.safe_dump(base_spec))
+    with pytest.raises(SpecError) as err:
+        load_cluster_spec(spec)
+    assert f"{spec}: {where}: " in str(err.value) and "line break" in str(err.value)
