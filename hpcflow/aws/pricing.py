@@ -94,13 +94,12 @@ class Price:
 
 
 def price_from_table(instance_type: str, region: str) -> Price | None:
-    """The shipped figure for ``instance_type``, or None. The table holds us-east-1 prices;
-    for another region the source says so (prices differ by region)."""
+    """The shipped figure for ``instance_type``, or None. The table holds us-east-1 prices
+    only: prices differ by region, so any other region gets None rather than a wrong figure."""
     usd = PRICE_TABLE_USD_PER_H.get(instance_type)
-    if usd is None:
+    if usd is None or region != TABLE_REGION:
         return None
-    note = "" if region == TABLE_REGION else f"; {region} was asked, us-east-1 price shown"
-    return Price(instance_type, usd, TABLE_SOURCE + note, STALE.get(instance_type, ""))
+    return Price(instance_type, usd, TABLE_SOURCE, STALE.get(instance_type, ""))
 
 
 def parse_price_list(price_list: Iterable[str]) -> float | None:
@@ -163,32 +162,49 @@ def lookup_prices(instance_types: Iterable[str], region: str, source: str = "aut
         (prices by type, notes) where notes say why the API was not used, if it was not.
 
     Raises:
-        Ec2Error: ``source`` is ``api`` and the Price List API could not be asked.
+        Ec2Error: ``source`` is ``api`` and the Price List API could not be asked (or botocore,
+            the ``aws`` extra, is not installed).
     """
-    from botocore.exceptions import BotoCoreError, ClientError
-
     types = sorted(set(instance_types))
     prices: dict[str, Price] = {}
     notes: list[str] = []
     if source in ("auto", "api"):
-        try:
-            cli = client or make_pricing_client()
-            for it in types:
-                p = price_from_api(cli, it, region)
-                if p:
-                    prices[it] = p
-        except (BotoCoreError, ClientError) as exc:
-            if source == "api":
-                raise Ec2Error(f"--price-source api: the AWS Price List API could not be asked "
-                               f"({type(exc).__name__}: {exc}); check your AWS credentials and "
-                               "network, or use --price-source table (shipped, dated "
-                               f"{TABLE_AS_OF}, unverified)") from None
-            notes.append(f"Price List API not reachable ({type(exc).__name__}); "
-                         + ("using the shipped table" if source == "auto" else "no prices"))
+        _ask_api(types, region, source, client, prices, notes)
     if source in ("auto", "table"):
         for it in types:
             if it not in prices:
                 p = price_from_table(it, region)
                 if p:
                     prices[it] = p
+        if region != TABLE_REGION and any(it in PRICE_TABLE_USD_PER_H and it not in prices
+                                          for it in types):
+            notes.append(f"the shipped table holds {TABLE_REGION} prices only; {region} is not "
+                         "priced from it (use --price-source api)")
     return prices, notes
+
+
+def _ask_api(types: list[str], region: str, source: str, client: Any,
+             prices: dict[str, Price], notes: list[str]) -> None:
+    """Fill ``prices`` from the Price List API; botocore is imported only here."""
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        if source == "api":
+            raise Ec2Error("--price-source api needs boto3, which is not installed: pip install "
+                           "'hpcflow[aws]', or use --price-source table") from None
+        notes.append("Price List API not asked (boto3 is not installed); using the shipped table")
+        return
+    try:
+        cli = client or make_pricing_client()
+        for it in types:
+            p = price_from_api(cli, it, region)
+            if p:
+                prices[it] = p
+    except (BotoCoreError, ClientError) as exc:
+        if source == "api":
+            raise Ec2Error(f"--price-source api: the AWS Price List API could not be asked "
+                           f"({type(exc).__name__}: {exc}); check your AWS credentials and "
+                           "network, or use --price-source table (shipped, dated "
+                           f"{TABLE_AS_OF}, unverified)") from None
+        notes.append(f"Price List API not reachable ({type(exc).__name__}); using the shipped "
+                     "table")

@@ -1,4 +1,4 @@
-"""``hpcflow cluster render|validate|instances|cost``: AWS ParallelCluster v3 configs from a
+"""``hpcflow cluster render|validate|import|instances|cost``: AWS ParallelCluster v3 configs from a
 short cluster spec, checked by hpcflow's rules and the installed ParallelCluster schema."""
 
 from __future__ import annotations
@@ -6,6 +6,10 @@ from __future__ import annotations
 import click
 
 from hpcflow.cli.output import emit_json, handles_errors
+
+# Ten years: beyond it an hourly on-demand estimate means nothing, and far beyond it the
+# arithmetic overflows to inf and nan.
+MAX_HOURS = 87_600
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
@@ -65,19 +69,45 @@ def validate_cmd(config: str, deep: bool, endpoint_url: str | None, cluster_name
 
     result = validate_file(config, deep=deep, endpoint_url=endpoint_url,
                            cluster_name=cluster_name)
+    data = {"file": config, "deep": deep, "schema": _schema_version(),
+            "findings": [f.to_dict() for f in result.findings]}
     if result.errors:
         lines = [f"{config}: {f.path}: {f.message}" for f in result.errors]
         if not as_json:
             _print_findings([f for f in result.findings if f.level != "error"])
-        raise SpecError(f"{config}: {len(lines)} problem(s)\n  " + "\n  ".join(lines), lines)
+        err = SpecError(f"{config}: {len(lines)} problem(s)\n  " + "\n  ".join(lines), lines)
+        err.data = data  # the JSON envelope keeps every finding, warnings included
+        raise err
     if as_json:
-        emit_json({"file": config, "deep": deep, "schema": _schema_version(),
-                   "findings": [f.to_dict() for f in result.findings]})
+        emit_json(data)
         return
     _print_findings(result.findings)
     how = " and ParallelCluster's validators" if deep else ""
     click.echo(f"{config}: valid (hpcflow rules, aws-parallelcluster {_schema_version()} "
                f"schema{how})")
+
+
+@cluster.command("import")
+@click.argument("config")
+@click.option("-o", "--output", help="Write the cluster spec here (default: print it).")
+@click.option("--name", help="Cluster name to record in the spec.")
+@_JSON
+@handles_errors
+def import_cmd(config: str, output: str | None, name: str | None, as_json: bool) -> None:
+    """Turn a ParallelCluster CONFIG into the shortest cluster spec that renders it back."""
+    from hpcflow.pcluster.importer import import_file
+
+    data, text = import_file(config, output, name)
+    if as_json:
+        emit_json({"output": output, "spec": data})
+        return
+    if output:
+        raw = " (keys without a spec field are in its pcluster: block)" if "pcluster" in data \
+            else ""
+        click.echo(f"wrote {output}: `hpcflow cluster render {output}` gives back "
+                   f"{config}{raw}", err=True)
+    else:
+        click.echo(text, nl=False)
 
 
 @cluster.command("instances")
@@ -145,9 +175,9 @@ def cost_cmd(spec: str, hours_text: str, price_source: str, overrides: tuple[str
         hours = float(hours_text)
     except ValueError:
         hours = float("nan")
-    if not 0 < hours < float("inf"):
+    if not 0 < hours <= MAX_HOURS:
         raise SpecError(f"--hours: {hours_text!r} is not allowed; give a number of hours above "
-                        "0, e.g. --hours 72")
+                        f"0 and at most {MAX_HOURS:,} (ten years), e.g. --hours 72")
     cs = load_cluster_spec(spec, list(overrides))
     prices, notes = lookup_prices(instance_types_of(cs), cs.region, price_source)
     est = estimate_cost(cs, hours, prices, notes)

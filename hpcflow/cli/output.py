@@ -4,6 +4,9 @@ Machine-readable output (``--json``) always has one stable envelope::
 
     {"ok": true, "data": ..., "error": null}
     {"ok": false, "data": null, "error": {"type": "SpecError", "message": "...", "exit_code": 2}}
+
+An error may carry what was found before it failed in a ``data`` attribute (``cluster validate``
+keeps every finding, warnings included); the envelope then holds it instead of null.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def handles_errors(func: F) -> F:
 
 def _report(exc: BaseException, kind: str, code: int, as_json: bool) -> None:
     if as_json:
-        envelope = {"ok": False, "data": None,
+        envelope = {"ok": False, "data": getattr(exc, "data", None),
                     "error": {"type": kind, "message": str(exc), "exit_code": code}}
         click.echo(json.dumps(envelope, indent=2))
     else:

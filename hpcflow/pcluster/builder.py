@@ -6,13 +6,17 @@ checked against the aws-parallelcluster 3.16.1 ``ClusterSchema``.
 
 Defaults chosen for GPU training (DESIGN.md §5):
 
-- EFA is on for every compute resource whose instance type supports it (catalog facts).
-- An EFA queue always has an explicit ``Networking.PlacementGroup``: enabled, except on capacity
-  blocks and capacity reservations, which bring their own placement (AWS advice; ParallelCluster's
-  ``EfaPlacementGroupValidator`` accepts ``Enabled: false`` there).
+- EFA is on for every compute resource whose instance types all support it (catalog facts).
+- An EFA queue always has an explicit ``Networking.PlacementGroup`` (unless each EFA compute
+  resource has its own): enabled, except on capacity blocks and capacity reservations, which
+  bring their own placement (AWS advice; ParallelCluster's ``EfaPlacementGroupValidator``
+  accepts ``Enabled: false`` there).
 - Capacity-block compute resources are static: ``MinCount`` defaults to ``MaxCount``.
 - ``Efa.GdrSupport`` is never written: it has had no effect since ParallelCluster 3.0.2.
-- FSx ``DeletionPolicy`` defaults to Retain (ParallelCluster's default, Delete, loses the data).
+- Shared storage ``DeletionPolicy`` defaults to Retain (ParallelCluster's default, Delete, loses
+  the data).
+
+Last, the spec's ``pcluster:`` block is deep-merged over the result (``hpcflow.pcluster.merge``).
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hpcflow.pcluster.builder_storage import shared_storage
 from hpcflow.pcluster.catalog import Catalog
-from hpcflow.spec.cluster import ClusterSpec, ComputeSpec, QueueSpec, ScriptSpec, StorageSpec
+from hpcflow.pcluster.merge import deep_merge
+from hpcflow.spec.cluster import ClusterSpec, ComputeSpec, QueueSpec, ScriptSpec
 
 Path = tuple[str | int, ...]
 
@@ -43,16 +49,15 @@ class Rendered:
 
 
 def compute_name(compute: ComputeSpec) -> str:
-    """The compute resource name: given, or the instance type with dots as dashes."""
-    return compute.name or compute.instance_type.replace(".", "-")
+    """The compute resource name: given, or the (first) instance type with dots as dashes."""
+    return compute.name or compute.types[0].replace(".", "-")
 
 
 def efa_enabled(compute: ComputeSpec, catalog: Catalog) -> bool:
-    """EFA for a compute resource: the spec's choice, else what the instance type supports."""
+    """EFA for a compute resource: the spec's choice, else on when every type supports it."""
     if compute.efa is not None:
         return compute.efa
-    facts = catalog.get(compute.instance_type)
-    return bool(facts and facts.efa_supported)
+    return all(catalog.efa_supported(t) for t in compute.types)
 
 
 def min_nodes(queue: QueueSpec, compute: ComputeSpec) -> int:
@@ -77,6 +82,24 @@ def build_cluster_config(spec: ClusterSpec, catalog: Catalog | None = None) -> d
 
 def build_with_sources(spec: ClusterSpec, catalog: Catalog | None = None) -> Rendered:
     """Like :func:`build_cluster_config`, also returning the config-path -> spec-path map."""
+    rendered = build_fields(spec, catalog)
+    if spec.pcluster:
+        rendered.config = deep_merge(rendered.config, spec.pcluster)
+        _raw_sources(spec.pcluster, (), "pcluster", rendered.sources)
+    return rendered
+
+
+def _raw_sources(raw: Any, base: Path, sp: str, src: dict[Path, str]) -> None:
+    """Map each key the raw block sets to ``pcluster.<key path>``."""
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            src[base + (key,)] = f"{sp}.{key}"
+            if isinstance(value, dict):
+                _raw_sources(value, base + (key,), f"{sp}.{key}", src)
+
+
+def build_fields(spec: ClusterSpec, catalog: Catalog | None = None) -> Rendered:
+    """The config from the spec's fields alone, before the ``pcluster:`` block is merged."""
     cat = catalog or Catalog.offline()
     src: dict[Path, str] = {}
     cfg: dict[str, Any] = {"Region": spec.region}
@@ -90,6 +113,9 @@ def build_with_sources(spec: ClusterSpec, catalog: Catalog | None = None) -> Ren
     cfg["Imds"] = {"ImdsSupport": "v2.0" if spec.imds_v2_only else "v1.0"}
     src[("Imds",)] = "imds_v2_only"
     cfg["HeadNode"] = _head_node(spec, src)
+    if spec.login_nodes:
+        cfg["LoginNodes"] = {"Pools": [_login_pool(spec, i, src)
+                                       for i in range(len(spec.login_nodes))]}
     slurm_settings: dict[str, Any] = {
         "ScaledownIdletime": spec.slurm.scaledown_idletime_min,
         "QueueUpdateStrategy": spec.slurm.queue_update_strategy,
@@ -103,7 +129,7 @@ def build_with_sources(spec: ClusterSpec, catalog: Catalog | None = None) -> Ren
     src[("Scheduling", "SlurmQueues")] = "queues"
     cfg["Scheduling"] = {"Scheduler": "slurm", "SlurmSettings": slurm_settings,
                          "SlurmQueues": queues}
-    shared = _shared_storage(spec, src)
+    shared = shared_storage(spec, src)
     if shared:
         cfg["SharedStorage"] = shared
     mon = spec.monitoring
@@ -117,29 +143,83 @@ def build_with_sources(spec: ClusterSpec, catalog: Catalog | None = None) -> Ren
     src[("Monitoring", "Logs", "CloudWatch", "Enabled")] = "monitoring.logs"
     src[("Monitoring", "Logs", "CloudWatch", "RetentionInDays")] = "monitoring.log_retention_days"
     src[("Monitoring", "Dashboards")] = "monitoring.dashboard"
+    if spec.tags:
+        cfg["Tags"] = _tags(spec.tags)
+        src[("Tags",)] = "tags"
     return Rendered(cfg, src)
+
+
+def _tags(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
+def _iam(spec: ClusterSpec, policies: list[str], base: Path, sp: str,
+         src: dict[Path, str]) -> dict[str, Any]:
+    iam: dict[str, Any] = {}
+    if spec.s3_access:
+        iam["S3Access"] = [{"BucketName": a.bucket, "EnableWriteAccess": a.write}
+                           for a in spec.s3_access]
+        src[base + ("Iam", "S3Access")] = "s3_access"
+    if policies:
+        iam["AdditionalIamPolicies"] = [{"Policy": p} for p in policies]
+        src[base + ("Iam", "AdditionalIamPolicies")] = sp + ".additional_iam_policies"
+    return iam
+
+
+def _networking_groups(holder: Any, out: dict[str, Any], base: Path, sp: str,
+                       src: dict[Path, str]) -> None:
+    for field_name, key in (("security_groups", "SecurityGroups"),
+                            ("additional_security_groups", "AdditionalSecurityGroups")):
+        value = getattr(holder, field_name)
+        if value:
+            out[key] = list(value)
+            src[base + ("Networking", key)] = f"{sp}.{field_name}"
 
 
 def _head_node(spec: ClusterSpec, src: dict[Path, str]) -> dict[str, Any]:
     hn = spec.head_node
-    out: dict[str, Any] = {"InstanceType": hn.instance_type,
-                           "Networking": {"SubnetId": hn.subnet_id}}
+    base: Path = ("HeadNode",)
+    networking: dict[str, Any] = {"SubnetId": hn.subnet_id}
+    out: dict[str, Any] = {"InstanceType": hn.instance_type, "Networking": networking}
     src[("HeadNode", "InstanceType")] = "head_node.instance_type"
     src[("HeadNode", "Networking", "SubnetId")] = "head_node.subnet_id"
+    _networking_groups(hn, networking, base, "head_node", src)
     if hn.ssh_key:
         out["Ssh"] = {"KeyName": hn.ssh_key}
         src[("HeadNode", "Ssh")] = "head_node.ssh_key"
     if hn.root_volume_gib:
         out["LocalStorage"] = {"RootVolume": {"Size": hn.root_volume_gib}}
         src[("HeadNode", "LocalStorage")] = "head_node.root_volume_gib"
-    if spec.s3_access:
-        out["Iam"] = {"S3Access": _s3_access(spec)}
-        src[("HeadNode", "Iam")] = "s3_access"
+    if hn.imds_secured is not None:
+        out["Imds"] = {"Secured": hn.imds_secured}
+        src[("HeadNode", "Imds")] = "head_node.imds_secured"
+    iam = _iam(spec, hn.additional_iam_policies, base, "head_node", src)
+    if iam:
+        out["Iam"] = iam
+    events = {"OnNodeStart": [], "OnNodeConfigured": [], "OnNodeUpdated": []}
     if spec.bootstrap.head_node:
-        actions = _custom_actions(spec, ("HeadNode", "CustomActions"), src)
-        if actions:
-            out["CustomActions"] = actions
+        events["OnNodeStart"] += spec.bootstrap.on_node_start
+        events["OnNodeConfigured"] += spec.bootstrap.on_node_configured
+    events["OnNodeStart"] += hn.custom_actions.on_node_start
+    events["OnNodeConfigured"] += hn.custom_actions.on_node_configured
+    events["OnNodeUpdated"] += hn.custom_actions.on_node_updated
+    actions = _custom_actions(events, base + ("CustomActions",), _action_sources(
+        "head_node.custom_actions", hn.custom_actions, spec.bootstrap.head_node), src)
+    if actions:
+        out["CustomActions"] = actions
     return out
+
+
+def _login_pool(spec: ClusterSpec, i: int, src: dict[Path, str]) -> dict[str, Any]:
+    pool = spec.login_nodes[i]
+    base: Path = ("LoginNodes", "Pools", i)
+    sp = f"login_nodes[{i}]"
+    src[base] = sp
+    for key, name in (("Name", "name"), ("InstanceType", "instance_type"), ("Count", "count"),
+                      ("Networking", "subnet_id")):
+        src[base + (key,)] = f"{sp}.{name}"
+    return {"Name": pool.name, "InstanceType": pool.instance_type, "Count": pool.count,
+            "Networking": {"SubnetIds": [pool.subnet_id]}}
 
 
 def _queue(spec: ClusterSpec, q: QueueSpec, qi: int, cat: Catalog,
@@ -150,15 +230,25 @@ def _queue(spec: ClusterSpec, q: QueueSpec, qi: int, cat: Catalog,
     out: dict[str, Any] = {"Name": q.name, "CapacityType": CAPACITY_TYPES[q.capacity_type]}
     src[base + ("Name",)] = sp + ".name"
     src[base + ("CapacityType",)] = sp + ".capacity_type"
-    if q.reservation_id:
-        out["CapacityReservationTarget"] = {"CapacityReservationId": q.reservation_id}
+    target = _reservation(q.reservation_id, q.reservation_resource_group_arn)
+    if target:
+        out["CapacityReservationTarget"] = target
         src[base + ("CapacityReservationTarget",)] = sp + ".reservation_id"
-    any_efa = any(efa_enabled(c, cat) for c in q.compute)
+    if q.custom_ami:
+        out["Image"] = {"CustomAmi": q.custom_ami}
+        src[base + ("Image",)] = sp + ".custom_ami"
+    if q.compute_root_volume_gib:
+        out["ComputeSettings"] = {"LocalStorage": {"RootVolume": {
+            "Size": q.compute_root_volume_gib}}}
+        src[base + ("ComputeSettings",)] = sp + ".compute_root_volume_gib"
     networking: dict[str, Any] = {"SubnetIds": list(q.subnet_ids)}
     src[base + ("Networking", "SubnetIds")] = sp + ".subnet_ids"
+    _networking_groups(q, networking, base, sp, src)
     pg = q.placement_group
-    if pg is None and any_efa:
-        pg = not (q.capacity_type == "capacity_block" or q.reservation_id)
+    efa_without_own_pg = any(efa_enabled(c, cat) and c.placement_group is None
+                             and not c.placement_group_name for c in q.compute)
+    if pg is None and efa_without_own_pg:
+        pg = not (q.capacity_type == "capacity_block" or target)
     if pg is not None:
         networking["PlacementGroup"] = {"Enabled": pg}
         if pg and q.placement_group_name:
@@ -172,18 +262,33 @@ def _queue(spec: ClusterSpec, q: QueueSpec, qi: int, cat: Catalog,
                                                if exclusive is not None
                                                else "slurm.job_exclusive_allocation")
     if q.custom_slurm_settings:
-        out["CustomSlurmSettings"] = _custom_settings(
+        out["CustomSlurmSettings"] = _custom_mapping(
             q.custom_slurm_settings, base, sp + ".custom_slurm_settings", src)
     out["ComputeResources"] = [_compute(q, c, ci, base, sp, cat, src)
                                for ci, c in enumerate(q.compute)]
     src[base + ("ComputeResources",)] = sp + ".compute"
-    actions = _custom_actions(spec, base + ("CustomActions",), src)
+    events = {"OnNodeStart": spec.bootstrap.on_node_start + q.custom_actions.on_node_start,
+              "OnNodeConfigured": (spec.bootstrap.on_node_configured
+                                   + q.custom_actions.on_node_configured)}
+    actions = _custom_actions(events, base + ("CustomActions",), _action_sources(
+        sp + ".custom_actions", q.custom_actions, True), src)
     if actions:
         out["CustomActions"] = actions
-    if spec.s3_access:
-        out["Iam"] = {"S3Access": _s3_access(spec)}
-        src[base + ("Iam",)] = "s3_access"
+    iam = _iam(spec, q.additional_iam_policies, base, sp, src)
+    if iam:
+        out["Iam"] = iam
+    if q.tags:
+        out["Tags"] = _tags(q.tags)
+        src[base + ("Tags",)] = sp + ".tags"
     return out
+
+
+def _reservation(reservation_id: str | None, group_arn: str | None) -> dict[str, Any]:
+    if reservation_id:
+        return {"CapacityReservationId": reservation_id}
+    if group_arn:
+        return {"CapacityReservationResourceGroupArn": group_arn}
+    return {}
 
 
 def _compute(q: QueueSpec, c: ComputeSpec, ci: int, qbase: Path, qsp: str, cat: Catalog,
@@ -194,26 +299,52 @@ def _compute(q: QueueSpec, c: ComputeSpec, ci: int, qbase: Path, qsp: str, cat: 
     min_src = "min_nodes" if c.min_nodes is not None or q.capacity_type != "capacity_block" \
         else "max_nodes"
     for key, field_name in (("Name", "name"), ("InstanceType", "instance_type"),
-                            ("MinCount", min_src), ("MaxCount", "max_nodes"), ("Efa", "efa"),
+                            ("Instances", "instances"), ("MinCount", min_src),
+                            ("MaxCount", "max_nodes"), ("Efa", "efa"),
+                            ("DisableSimultaneousMultithreading", "disable_smt"),
+                            ("Networking", "placement_group"),
                             ("CapacityReservationTarget", "reservation_id")):
         src[base + (key,)] = f"{sp}.{field_name}"
     if c.name is None:
-        src[base + ("Name",)] = f"{sp}.instance_type"
-    out: dict[str, Any] = {
-        "Name": compute_name(c),
-        "InstanceType": c.instance_type,
-        "MinCount": min_nodes(q, c),
-        "MaxCount": c.max_nodes,
-        "Efa": {"Enabled": efa_enabled(c, cat)},
-    }
-    if c.reservation_id:
-        out["CapacityReservationTarget"] = {"CapacityReservationId": c.reservation_id}
+        src[base + ("Name",)] = f"{sp}.instance_type" if c.instance_type else f"{sp}.instances"
+    out: dict[str, Any] = {"Name": compute_name(c)}
+    if c.instance_type:
+        out["InstanceType"] = c.instance_type
+    else:
+        out["Instances"] = [{"InstanceType": t} for t in c.instances]
+    out.update({"MinCount": min_nodes(q, c), "MaxCount": c.max_nodes,
+                "Efa": {"Enabled": efa_enabled(c, cat)}})
+    if c.disable_smt is not None:
+        out["DisableSimultaneousMultithreading"] = c.disable_smt
+    if c.placement_group is not None or c.placement_group_name:
+        pg: dict[str, Any] = {}
+        if c.placement_group is not None:
+            pg["Enabled"] = c.placement_group
+        if c.placement_group_name and c.placement_group is not False:
+            pg["Name"] = c.placement_group_name
+        out["Networking"] = {"PlacementGroup": pg}
+    target = _reservation(c.reservation_id, c.reservation_resource_group_arn)
+    if target:
+        out["CapacityReservationTarget"] = target
+    if c.custom_slurm_settings:
+        out["CustomSlurmSettings"] = _custom_mapping(
+            c.custom_slurm_settings, base, sp + ".custom_slurm_settings", src)
     return out
+
+
+def _custom_mapping(settings: dict[str, Any], base: Path, sp: str,
+                    src: dict[Path, str]) -> dict[str, Any]:
+    """A queue's or compute resource's settings: one mapping (aws-parallelcluster 3.16.1
+    ``SlurmQueueSchema.custom_slurm_settings`` is a ``fields.Dict``)."""
+    for key in settings:
+        src[base + ("CustomSlurmSettings", key)] = f"{sp}.{key}"
+    return dict(settings)
 
 
 def _custom_settings(settings: dict[str, Any], base: Path, sp: str,
                      src: dict[Path, str]) -> list[dict[str, Any]]:
-    """One single-key mapping per setting, in the spec's order (ParallelCluster's list form)."""
+    """Cluster-level settings: one single-key mapping per setting, in the spec's order
+    (``SlurmSettings.CustomSlurmSettings`` is a list of mappings)."""
     out = []
     for i, (key, value) in enumerate(settings.items()):
         out.append({key: value})
@@ -231,69 +362,25 @@ def _scripts(scripts: list[ScriptSpec]) -> dict[str, Any]:
     return {"Sequence": seq}
 
 
-def _custom_actions(spec: ClusterSpec, base: Path, src: dict[Path, str]) -> dict[str, Any]:
+EVENTS = {"OnNodeStart": "on_node_start", "OnNodeConfigured": "on_node_configured",
+          "OnNodeUpdated": "on_node_updated"}
+
+
+def _action_sources(sp: str, own: Any, with_bootstrap: bool) -> dict[str, str]:
+    """Spec field per event: the node's own ``custom_actions`` when it has scripts there, else
+    the cluster-wide ``bootstrap``."""
+    out = {}
+    for event, name in EVENTS.items():
+        mine = getattr(own, name, None)
+        out[event] = f"{sp}.{name}" if mine or not with_bootstrap else f"bootstrap.{name}"
+    return out
+
+
+def _custom_actions(events: dict[str, list[ScriptSpec]], base: Path, sources: dict[str, str],
+                    src: dict[Path, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if spec.bootstrap.on_node_start:
-        out["OnNodeStart"] = _scripts(spec.bootstrap.on_node_start)
-        src[base + ("OnNodeStart",)] = "bootstrap.on_node_start"
-    if spec.bootstrap.on_node_configured:
-        out["OnNodeConfigured"] = _scripts(spec.bootstrap.on_node_configured)
-        src[base + ("OnNodeConfigured",)] = "bootstrap.on_node_configured"
+    for event, scripts in events.items():
+        if scripts:
+            out[event] = _scripts(scripts)
+            src[base + (event,)] = sources[event]
     return out
-
-
-def _s3_access(spec: ClusterSpec) -> list[dict[str, Any]]:
-    return [{"BucketName": a.bucket, "EnableWriteAccess": a.write} for a in spec.s3_access]
-
-
-def _shared_storage(spec: ClusterSpec, src: dict[Path, str]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if spec.shared_home == "efs":
-        src[("SharedStorage", len(out))] = "shared_home"
-        out.append({"MountDir": "/home", "Name": "home", "StorageType": "Efs",
-                    "EfsSettings": {"Encrypted": True, "DeletionPolicy": "Retain"}})
-    for si, st in enumerate(spec.storage):
-        idx = len(out)
-        out.append(_fsx(st, ("SharedStorage", idx), f"storage[{si}]", src))
-    return out
-
-
-def _fsx(st: StorageSpec, base: Path, sp: str, src: dict[Path, str]) -> dict[str, Any]:
-    src[base] = sp
-    src[base + ("Name",)] = sp + ".name"
-    src[base + ("MountDir",)] = sp + ".mount_dir"
-    settings: dict[str, Any] = {}
-    sbase = base + ("FsxLustreSettings",)
-    if st.file_system_id:
-        settings["FileSystemId"] = st.file_system_id
-        src[sbase + ("FileSystemId",)] = sp + ".file_system_id"
-    else:
-        settings["StorageCapacity"] = st.storage_capacity_gib
-        settings["DeploymentType"] = st.deployment_type
-        if st.per_unit_storage_throughput is not None:
-            settings["PerUnitStorageThroughput"] = st.per_unit_storage_throughput
-        if st.compression:
-            settings["DataCompressionType"] = st.compression
-        settings["DeletionPolicy"] = st.deletion_policy
-        for key, name in (("StorageCapacity", "storage_capacity_gib"),
-                          ("DeploymentType", "deployment_type"),
-                          ("PerUnitStorageThroughput", "per_unit_storage_throughput"),
-                          ("DataCompressionType", "compression"),
-                          ("DeletionPolicy", "deletion_policy"),
-                          ("DataRepositoryAssociations", "data_repositories")):
-            src[sbase + (key,)] = f"{sp}.{name}"
-        if st.data_repositories:
-            dras = []
-            for di, d in enumerate(st.data_repositories):
-                dras.append({"Name": d.name, "BatchImportMetaDataOnCreate": d.import_metadata,
-                             "DataRepositoryPath": d.s3_path, "FileSystemPath": d.fs_path})
-                dsp = f"{sp}.data_repositories[{di}]"
-                dbase = sbase + ("DataRepositoryAssociations", di)
-                src[dbase] = dsp
-                for key, name in (("Name", "name"), ("DataRepositoryPath", "s3_path"),
-                                  ("FileSystemPath", "fs_path"),
-                                  ("BatchImportMetaDataOnCreate", "import_metadata")):
-                    src[dbase + (key,)] = f"{dsp}.{name}"
-            settings["DataRepositoryAssociations"] = dras
-    return {"MountDir": st.mount_dir, "Name": st.name, "StorageType": "FsxLustre",
-            "FsxLustreSettings": settings}

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hpcflow.aws.pricing import Price
-from hpcflow.pcluster.builder import min_nodes
+from hpcflow.pcluster.builder import compute_name, min_nodes
 from hpcflow.spec.cluster import ClusterSpec
 
 # Spot prices float with supply and demand and are capped at the on-demand price; AWS advertises
@@ -89,7 +89,8 @@ class CostEstimate:
 def instance_types_of(spec: ClusterSpec) -> list[str]:
     """Every instance type the spec uses (head node first)."""
     types = [spec.head_node.instance_type]
-    types += [c.instance_type for q in spec.queues for c in q.compute]
+    types += [pool.instance_type for pool in spec.login_nodes]
+    types += [t for q in spec.queues for c in q.compute for t in c.types]
     return list(dict.fromkeys(types))
 
 
@@ -97,18 +98,25 @@ def estimate_cost(spec: ClusterSpec, hours: float, prices: dict[str, Price],
                   notes: list[str] | None = None) -> CostEstimate:
     """Estimate the cost of ``spec`` running for ``hours`` hours. Pure.
 
-    Floor: the head node plus static nodes (``min_nodes``) the whole time. Ceiling: every node
+    Floor: the head node, login nodes and static nodes (``min_nodes``) the whole time. Ceiling: every node
     of every queue the whole time. Spot lines give a range from 10% of the on-demand price to the
     on-demand price. Capacity block lines are not estimated (the fee is fixed at booking).
     """
     est = CostEstimate(hours=hours, notes=list(notes or []))
     hn = spec.head_node.instance_type
     est.lines.append(_line("head node", hn, "ondemand", 1, 1, hours, prices.get(hn)))
+    for pool in spec.login_nodes:
+        est.lines.append(_line(f"login/{pool.name}", pool.instance_type, "ondemand", pool.count,
+                               pool.count, hours, prices.get(pool.instance_type)))
     for q in spec.queues:
         for c in q.compute:
-            name = c.name or c.instance_type.replace(".", "-")
-            est.lines.append(_line(f"{q.name}/{name}", c.instance_type, q.capacity_type,
-                                   min_nodes(q, c), c.max_nodes, hours, prices.get(c.instance_type)))
+            # A flexible resource (several types) is priced at its dearest type: the ceiling.
+            known = [prices[t] for t in c.types if t in prices]
+            dearest = max(known, key=lambda p: p.usd_per_hour) if len(known) == len(c.types) \
+                else None
+            it = dearest.instance_type if dearest else c.types[0]
+            est.lines.append(_line(f"{q.name}/{compute_name(c)}", it, q.capacity_type,
+                                   min_nodes(q, c), c.max_nodes, hours, dearest))
     if any(q.capacity_type == "spot" for q in spec.queues):
         est.notes.append("spot: shown from 10% of the on-demand price (AWS: 'up to 90% off') to "
                          "the on-demand price; spot prices move and capacity is not guaranteed")

@@ -17,8 +17,7 @@ from hpcflow.errors import HpcflowError, SpecError
 from hpcflow.pcluster.builder import build_with_sources
 from hpcflow.pcluster.catalog import Catalog
 from hpcflow.pcluster.rules import Finding, run_rules
-from hpcflow.spec.cluster import ClusterSpec, load_cluster_spec
-from hpcflow.spec.loading import load_yaml_mapping
+from hpcflow.spec.cluster import ClusterSpec, load_cluster_spec, load_yaml_file
 
 
 @dataclass
@@ -70,8 +69,10 @@ def check_spec(spec: ClusterSpec, catalog: Catalog | None = None,
 def _raise_on_errors(result: CheckResult, source: str, what: str) -> None:
     if result.errors:
         lines = [f"{source}: {f.path}: {f.message}" for f in result.errors]
-        raise SpecError(f"{source}: {len(lines)} problem(s) {what}\n  " + "\n  ".join(lines),
+        err = SpecError(f"{source}: {len(lines)} problem(s) {what}\n  " + "\n  ".join(lines),
                         lines)
+        err.data = {"findings": [f.to_dict() for f in result.findings]}  # --json keeps them all
+        raise err
 
 
 def render_file(spec_path: str | Path, output: str | Path | None,
@@ -92,6 +93,10 @@ def render_file(spec_path: str | Path, output: str | Path | None,
     """
     from hpcflow.pcluster.facts import catalog_with_cache
 
+    if output is not None and _same_file(spec_path, output):
+        raise SpecError(f"-o {output}: that is the spec being rendered; writing the "
+                        "ParallelCluster config there would replace the spec. Give another "
+                        "file, e.g. -o cluster.yaml")
     spec = load_cluster_spec(spec_path, list(overrides))
     result = check_spec(spec, catalog or catalog_with_cache(spec.region))
     _raise_on_errors(result, str(spec_path), "in the cluster spec")
@@ -101,6 +106,14 @@ def render_file(spec_path: str | Path, output: str | Path | None,
     if output is not None:
         write_atomic(Path(output), text)
     return result, text
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    """True when ``a`` and ``b`` name one file (through links and relative paths)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -157,7 +170,7 @@ def validate_file(path: str | Path, deep: bool = False, endpoint_url: str | None
     if Path(path).is_dir():
         raise SpecError(f"{path}: is a directory; give the ParallelCluster YAML file, "
                         "e.g. cluster.yaml")
-    config = load_yaml_mapping(path)
+    config = load_yaml_file(path)
     if not config:
         raise SpecError(f"{path}: the file is empty; give a ParallelCluster YAML config, e.g. one "
                         "written by `hpcflow cluster render SPEC -o cluster.yaml`")

@@ -22,7 +22,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from hpcflow.errors import Ec2Error, HpcflowError
-from hpcflow.pcluster.rules import Finding, _Ctx
+from hpcflow.pcluster.findings import Ctx as _Ctx
+from hpcflow.pcluster.findings import Finding
 
 Path = tuple[str | int, ...]
 

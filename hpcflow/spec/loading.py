@@ -165,3 +165,79 @@ def validate_model(model: type[BaseModel], data: Mapping[str, Any], source: str)
         return model.model_validate(data)
     except ValidationError as exc:
         raise spec_error(exc, source) from None
+
+
+def load_yaml_bounded(text: str, *, max_nodes: int, source: str = "<string>") -> Any:
+    """Parse YAML like :func:`yaml.safe_load`, refusing a document whose aliases expand past
+    ``max_nodes`` nodes, and a key given twice in one mapping.
+
+    YAML aliases let a few hundred bytes stand for billions of items (the "billion laughs"
+    document: each level repeats the one below nine times). PyYAML builds every repetition, so
+    such a file exhausts memory. Here the document is first composed into its node graph, where
+    an alias is one shared node; the expanded size (each alias counted as a full copy of what it
+    names) is computed on that graph in time linear in the file, and Python objects are built
+    only when it is within ``max_nodes``.
+
+    Args:
+        text: the YAML text.
+        max_nodes: most scalars, sequences and mappings the document may expand to.
+        source: the file name put in front of error messages.
+
+    Returns:
+        The parsed document (None for an empty one).
+
+    Raises:
+        SpecError: not valid YAML (with line and column), a duplicate key, a recursive alias,
+            or an expanded size above ``max_nodes``.
+    """
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            size = _expanded_size(node, {}, set(), max_nodes)
+        except SpecError as exc:
+            raise SpecError(f"{source}: {exc}") from None
+        if size > max_nodes:
+            raise SpecError(f"{source}: the YAML expands to more than {max_nodes:,} values "
+                            "(aliases repeating anchors); write the values out or use fewer "
+                            "aliases")
+        return loader.construct_document(node)
+    except _DuplicateKey as exc:
+        raise SpecError(f"{source}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"{source}: not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise SpecError(f"{source}: the YAML is nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int], cap: int) -> int:
+    """Nodes ``node`` stands for once every alias is expanded; stops counting past ``cap``."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in active:
+        mark = node.start_mark
+        raise SpecError(f"an alias refers to a value that contains it (line {mark.line + 1}): "
+                        "recursive YAML is not allowed")
+    active.add(key)
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        children: list[yaml.Node] = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    else:
+        children = []
+    for child in children:
+        total += _expanded_size(child, sizes, active, cap)
+        if total > cap:
+            break
+    active.discard(key)
+    sizes[key] = min(total, cap + 1)
+    return sizes[key]

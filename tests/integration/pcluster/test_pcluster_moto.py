@@ -100,3 +100,54 @@ def test_deep_validation_checks_the_efa_security_group_self_rule(aws_env, moto_u
     assert r.exit_code == 2
     assert "ParallelCluster EfaSecurityGroupValidator" in doc["error"]["message"]
     assert "to and from the security group itself" in doc["error"]["message"]
+
+
+def _accounting(cfg: dict) -> None:
+    cfg["Scheduling"]["SlurmSettings"] = {"CustomSlurmSettings": [
+        {"JobAcctGatherType": "jobacct_gather/cgroup"}]}
+
+
+def _compute_level_pg(cfg: dict) -> None:
+    queue = cfg["Scheduling"]["SlurmQueues"][0]
+    del queue["Networking"]["PlacementGroup"]
+    queue["ComputeResources"][0]["Networking"] = {"PlacementGroup": {"Enabled": True}}
+
+
+def _hdd(cfg: dict) -> None:
+    cfg["SharedStorage"] = [{"Name": "fsx", "MountDir": "/fsx", "StorageType": "FsxLustre",
+                             "FsxLustreSettings": {"StorageCapacity": 6000,
+                                                   "DeploymentType": "PERSISTENT_1",
+                                                   "StorageType": "HDD",
+                                                   "PerUnitStorageThroughput": 12,
+                                                   "DeletionPolicy": "Retain"}}]
+
+
+def _partition_line(cfg: dict) -> None:
+    cfg["Scheduling"]["SlurmSettings"] = {"CustomSlurmSettings": [
+        {"PartitionName": "all", "Nodes": "ALL", "SuspendTime": "INFINITE"}]}
+
+
+@pytest.mark.parametrize(("edit", "validators"), [
+    pytest.param(_accounting, ["CustomSlurmSettingsValidator"], id="accounting-without-db"),
+    pytest.param(_compute_level_pg, ["EfaPlacementGroupValidator"], id="compute-level-pg"),
+    pytest.param(_hdd, ["FsxStorageCapacityValidator", "FsxStorageTypeOptionsValidator"],
+                 id="fsx-hdd"),
+    pytest.param(_partition_line, ["CustomSlurmSettingsValidator"], id="partition-line"),
+])
+def test_configs_hpcflow_once_refused_pass_hpcflow_and_parallelclusters_validators(
+        aws_env, moto_url, tmp_path, edit, validators):
+    """ParallelCluster's own validators against moto agree with hpcflow's new verdict: no error
+    from the validator each case is about, and no error from hpcflow's rules."""
+    net = _network(moto_url)
+    config = _config(net, "p5.48xlarge")
+    edit(config)
+    r, doc = _deep(tmp_path, moto_url, config)
+    findings = doc["data"]["findings"]  # kept on failure too: moto lacks pieces other checks need
+    errors = [(f["code"], f["message"]) for f in findings if f["level"] == "error"]
+    for name in validators:
+        assert not [e for e in errors if e[0] == name], errors
+    hpcflow_codes = {"SLURM_SETTING_FORBIDDEN", "EFA_NO_PLACEMENT_GROUP", "FSX_CAPACITY",
+                     "FSX_THROUGHPUT", "SCHEMA"}
+    assert not [e for e in errors if e[0] in hpcflow_codes], errors
+    ran = {f["code"] for f in findings}
+    assert any(code.endswith("Validator") for code in ran), "ParallelCluster's validators ran"

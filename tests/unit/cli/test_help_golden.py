@@ -17,7 +17,8 @@ COMMANDS = [
     [], ["submit"], ["status"], ["logs"], ["cancel"], ["list"], ["report"],
     ["local-cluster"], ["local-cluster", "up"], ["local-cluster", "down"],
     ["local-cluster", "status"], ["local-cluster", "rehearse"],
-    ["cluster"], ["cluster", "render"], ["cluster", "validate"], ["cluster", "instances"],
+    ["cluster"], ["cluster", "render"], ["cluster", "validate"], ["cluster", "import"],
+    ["cluster", "instances"],
     ["cluster", "cost"],
 ]
 

@@ -77,10 +77,13 @@ def test_efa_interfaces_match_the_design_notes(instance_type, efa_ifaces):
     assert OFFLINE[instance_type].max_efa_interfaces == efa_ifaces
 
 
-def test_catalog_suggests_and_knows_families():
+def test_catalog_suggests_and_knows_every_ec2_type():
     cat = Catalog.offline()
     assert cat.suggest("p5.48xl") == "p5.48xlarge"
-    assert cat.family_known("g6e.99xlarge") and not cat.family_known("c7i.large")
+    assert cat.known("c7i.large") and cat.known("t3.micro") and not cat.known("g6e.99xlarge")
+    assert cat.efa_supported("c5n.18xlarge") is True and cat.efa_supported("m5.xlarge") is False
+    assert cat.efa_supported("x9.nothing") is None
+    assert cat.get("m5.xlarge") is None  # the broad list adds EFA support, not training facts
 
 
 def test_cache_round_trip_merges_and_expires(tmp_path: Path):

@@ -128,8 +128,6 @@ ERROR_CASES = [
     pytest.param(_set("queues.0.custom_slurm_settings", {"OverSubscribe": "YES"}),
                  "SLURM_SETTING_FORBIDDEN", "queues[0].custom_slurm_settings.OverSubscribe",
                  id="queue-oversubscribe"),
-    pytest.param(_set("queues.0.compute.0.min_nodes", 5), "MIN_ABOVE_MAX",
-                 "queues[0].compute[0].min_nodes", id="min-above-max"),
     pytest.param(_set("queues.0.compute.0.instance_type", "p5.48xl"), "UNKNOWN_INSTANCE_TYPE",
                  "queues[0].compute[0].instance_type", id="instance-type-typo"),
     pytest.param(_both(_many_queues(2), _set("queues.1.name", "q0")), "DUPLICATE_NAME",
@@ -159,8 +157,8 @@ def test_the_base_spec_has_no_findings(base_spec):
 def test_unknown_instance_type_message_suggests_the_closest(base_spec):
     _set("queues.0.compute.0.instance_type", "p5.48xl")(base_spec)
     msgs = [f"{f.path}: {f.message}" for f in _findings(base_spec)]
-    assert ("queues[0].compute[0].instance_type: 'p5.48xl' is not known; "
-            "did you mean 'p5.48xlarge'?") in msgs
+    assert any(m.startswith("queues[0].compute[0].instance_type: 'p5.48xl' is not known; "
+                            "did you mean 'p5.48xlarge'? (stricter than") for m in msgs)
 
 
 def test_mixed_instance_types_in_one_queue_is_a_warning(base_spec):
@@ -179,12 +177,18 @@ def test_efa_queue_with_placement_group_off_warns_unless_reserved(base_spec):
     assert ("info", "EFA_PLACEMENT_GROUP_OFF") in found
 
 
-def test_unknown_family_only_warns_and_leaves_efa_off(base_spec):
-    _set("queues.0.compute.0.instance_type", "c7i.48xlarge")(base_spec)
+def test_unknown_type_is_an_error_and_a_type_outside_the_training_table_gets_its_efa_default(
+        base_spec):
+    _set("queues.0.compute.0.instance_type", "qq.huge")(base_spec)
     result = check_spec(ClusterSpec.model_validate(base_spec), run_schema=False)
-    assert [(f.level, f.code) for f in result.findings] == [("warning", "NO_INSTANCE_FACTS")]
-    cr = result.config["Scheduling"]["SlurmQueues"][0]["ComputeResources"][0]
-    assert cr["Efa"] == {"Enabled": False}
+    assert [(f.level, f.code) for f in result.findings] == [("error", "UNKNOWN_INSTANCE_TYPE")]
+    assert "--refresh" in result.findings[0].message
+    _set("queues.0.compute.0.instance_type", "c5n.18xlarge")(base_spec)
+    result = check_spec(ClusterSpec.model_validate(base_spec), run_schema=False)
+    assert result.findings == []
+    queue = result.config["Scheduling"]["SlurmQueues"][0]
+    assert queue["ComputeResources"][0]["Efa"] == {"Enabled": True}
+    assert queue["Networking"]["PlacementGroup"] == {"Enabled": True}
 
 
 def _hand_written_efa_queue(**networking: Any) -> dict[str, Any]:

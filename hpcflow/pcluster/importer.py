@@ -1,0 +1,188 @@
+"""``hpcflow cluster import``: an existing ParallelCluster config -> the shortest cluster spec
+that renders the same config.
+
+How: every part of the config a spec field can say is read into that field (each value checked
+against the field's type first; what does not fit is left alone); the spec is rendered; the
+difference between that render and the config becomes the spec's ``pcluster:`` block
+(:func:`hpcflow.pcluster.merge.raw_delta`); then each field that the render does not need is
+dropped. The result is checked: ``render(import(C)) == C`` as data, or the import fails.
+
+A ``null`` value in the config is read as an absent key (the ``pcluster:`` block uses null to
+remove a key, so a kept null could not round-trip).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic import ValidationError
+
+from hpcflow.errors import HpcflowError, SpecError
+from hpcflow.pcluster.builder import build_fields, build_with_sources
+from hpcflow.pcluster.builder_storage import KIND
+from hpcflow.pcluster.catalog import Catalog
+from hpcflow.pcluster.findings import as_dict
+from hpcflow.pcluster.import_fields import spec_fields
+from hpcflow.pcluster.merge import raw_delta, strip_nulls
+from hpcflow.spec.cluster import ClusterSpec
+
+
+def _validated(spec: dict[str, Any]) -> ClusterSpec:
+    """Validate, dropping a field that does not fit (it then travels in the raw block)."""
+    for _ in range(200):
+        try:
+            return ClusterSpec.model_validate(spec)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            if not _drop(spec, [p for p in err["loc"] if not _is_tag(p)]):
+                where = ".".join(str(p) for p in err["loc"])
+                raise SpecError(f"cannot import: {where}: {err['msg']}") from None
+    raise SpecError("cannot import: too many fields do not fit the cluster spec")
+
+
+def _is_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part in KIND or part.startswith("function-"))
+
+
+def _drop(spec: dict[str, Any], loc: list[Any]) -> bool:
+    node: Any = spec
+    parents: list[tuple[Any, Any]] = []
+    for part in loc:
+        try:
+            child = node[part]
+        except (KeyError, IndexError, TypeError):
+            break
+        parents.append((node, part))
+        node = child
+    while parents:
+        holder, key = parents.pop()
+        if isinstance(holder, dict) and key not in ("name", "region", "subnet_id", "subnet_ids",
+                                                    "max_nodes", "queues", "compute"):
+            del holder[key]
+            return True
+        if isinstance(holder, list) and parents and parents[-1][1] == "storage":
+            parents[-1][0]["storage"] = []
+            return True
+    return False
+
+
+def import_config(cfg: dict[str, Any], name: str | None = None,
+                  catalog: Catalog | None = None) -> dict[str, Any]:
+    """The shortest cluster spec (as plain data) whose render equals ``cfg``.
+
+    Args:
+        cfg: a ParallelCluster v3 config dict (Slurm scheduler).
+        name: the cluster name to record in the spec.
+        catalog: instance facts for the EFA defaults; the offline table when None.
+
+    Raises:
+        SpecError: ``cfg`` lacks what every spec needs (Region, HeadNode subnet, Slurm queues
+            with subnets and compute resources), naming what is missing.
+        HpcflowError: the spec found does not render ``cfg`` back (a bug in hpcflow).
+    """
+    target = strip_nulls(copy.deepcopy(cfg))
+    if as_dict(target.get("Scheduling")).get("Scheduler", "slurm") != "slurm":
+        raise SpecError("cannot import: Scheduling.Scheduler must be slurm (hpcflow builds "
+                        "Slurm clusters)")
+    cat = catalog or Catalog.offline()
+    spec = _validated(spec_fields(target, name))
+    data = spec.model_dump(mode="json", exclude_defaults=True)
+    data = _with_raw(data, target, cat)
+    data = _minimize(data, target, cat)
+    if _render(data, cat) != target:
+        raise HpcflowError("cluster import: the spec found does not render the config back; "
+                           "this is a bug in hpcflow, please report it with the config")
+    return data
+
+
+def _with_raw(data: dict[str, Any], target: dict[str, Any], cat: Catalog) -> dict[str, Any]:
+    data = {k: v for k, v in data.items() if k != "pcluster"}
+    base = build_fields(ClusterSpec.model_validate(data), cat).config
+    raw = raw_delta(base, target)
+    if raw:
+        data["pcluster"] = raw
+    return data
+
+
+def _render(data: dict[str, Any], cat: Catalog) -> dict[str, Any] | None:
+    try:
+        return build_with_sources(ClusterSpec.model_validate(data), cat).config
+    except ValidationError:
+        return None
+
+
+def _leaves(node: Any, path: tuple = ()) -> list[tuple]:
+    out: list[tuple] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if path == () and key in ("pcluster", "name"):
+                continue
+            out.append(path + (key,))
+            out += _leaves(value, path + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _leaves(value, path + (i,))
+    return out
+
+
+def _minimize(data: dict[str, Any], target: dict[str, Any], cat: Catalog) -> dict[str, Any]:
+    """Drop each field (deepest first) whose absence renders the same config without growing
+    the raw block; the raw block is recomputed after each drop."""
+    for path in sorted(_leaves(data), key=len, reverse=True):
+        trial = copy.deepcopy(data)
+        holder: Any = trial
+        try:
+            for part in path[:-1]:
+                holder = holder[part]
+            if not isinstance(holder, dict) or path[-1] not in holder:
+                continue
+            del holder[path[-1]]
+        except (KeyError, IndexError, TypeError):
+            continue
+        try:
+            trial = _with_raw(trial, target, cat)
+        except ValidationError:
+            continue
+        # Fields first: a drop that moves a value into the raw block is refused.
+        if (_render(trial, cat) == target and _size(trial) < _size(data)
+                and _size(trial.get("pcluster")) <= _size(data.get("pcluster"))):
+            data = trial
+    return data
+
+
+def _size(data: Any) -> int:
+    return 0 if data is None else len(repr(data))
+
+
+def import_file(config_path: str, output: str | None, name: str | None = None,
+                catalog: Catalog | None = None) -> tuple[dict[str, Any], str]:
+    """Read a ParallelCluster YAML file, import it, and write the spec YAML to ``output``.
+
+    Returns:
+        The spec data and its YAML text.
+
+    Raises:
+        SpecError: the file is missing, not a YAML mapping, or cannot be imported; or ``output``
+            is the input file.
+        HpcflowError: ``output`` cannot be written (nothing is left behind).
+    """
+    from pathlib import Path
+
+    from hpcflow.pcluster.render import _same_file, dump_yaml, write_atomic
+    from hpcflow.spec.cluster import load_yaml_file
+
+    if output is not None and _same_file(config_path, output):
+        raise SpecError(f"-o {output}: that is the config being imported; give another file, "
+                        "e.g. -o cluster.spec.yaml")
+    cfg = load_yaml_file(config_path)
+    if not cfg:
+        raise SpecError(f"{config_path}: the file is empty; give a ParallelCluster YAML config")
+    data = import_config(cfg, name, catalog)
+    text = dump_yaml(data, header=(
+        f"hpcflow cluster spec imported from {Path(config_path).name}.\n"
+        "`hpcflow cluster render` turns it back into the same ParallelCluster config; keys "
+        "without a\nspec field are in the pcluster: block."))
+    if output is not None:
+        write_atomic(Path(output), text)
+    return data, text

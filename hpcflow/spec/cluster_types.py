@@ -1,0 +1,87 @@
+"""Checked string types shared by the cluster spec models: ids, names, URLs and paths, each
+refused with a message that says what is expected.
+
+Patterns as in aws-parallelcluster 3.16.1 ``pcluster/schemas/cluster_schema.py`` and
+``pcluster/constants.py``, and the EC2/S3 id formats.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
+
+
+def _matching(pattern: str, what: str, example: str) -> AfterValidator:
+    """A validator that refuses a string not matching ``pattern`` with a message saying what is
+    expected (pydantic's own says only "String should match pattern '^...$'")."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        # fullmatch: with re.match, a ``$`` also matches before a trailing newline.
+        if compiled.fullmatch(value):
+            return value
+        hint = ""
+        if value != value.lower() and compiled.fullmatch(value.lower()):
+            hint = f"; did you mean {value.lower()!r}?"
+        elif value != value.strip() and compiled.fullmatch(value.strip()):
+            hint = f"; did you mean {value.strip()!r}?"
+        raise ValueError(f"not {what}: expected e.g. {example!r}{hint}")
+
+    return AfterValidator(check)
+
+
+SubnetId = Annotated[str, _matching(r"subnet-[0-9a-z]+", "a subnet id",
+                                    "subnet-0a1b2c3d4e5f60718")]
+SecurityGroupId = Annotated[str, _matching(r"sg-[0-9a-z]+", "a security group id",
+                                           "sg-0123456789abcdef0")]
+InstanceType = Annotated[str, _matching(r"[a-z][a-z0-9-]*\.[a-z0-9-]+",
+                                        "an EC2 instance type (lowercase family.size)",
+                                        "p5.48xlarge")]
+ScriptUrl = Annotated[str, _matching(r"(s3|https)://\S+", "an s3:// or https:// script URL",
+                                     "s3://my-bucket/bootstrap/10-efa.sh")]
+S3Path = Annotated[str, _matching(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?",
+                                  "an S3 path (s3://bucket/prefix, lowercase bucket name)",
+                                  "s3://my-bucket/datasets")]
+BucketName = Annotated[str, _matching(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]",
+                                      "an S3 bucket name (3-63 lowercase letters, digits, dots, "
+                                      "hyphens; no s3:// prefix)", "my-checkpoints")]
+MountDir = Annotated[str, _matching(r"/[A-Za-z0-9_./-]*", "an absolute path", "/fsx")]
+ReservationId = Annotated[str, _matching(r"cr-[0-9a-f]+", "a capacity reservation id",
+                                         "cr-0123456789abcdef0")]
+ResourceGroupArn = Annotated[str, _matching(
+    r"arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9_.-]+",
+    "a resource group ARN", "arn:aws:resource-groups:us-east-1:123456789012:group/my-odcrs")]
+PolicyArn = Annotated[str, _matching(r"arn:aws[a-z-]*:iam::(\d{12}|aws):policy/\S+",
+                                     "an IAM policy ARN",
+                                     "arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess")]
+FileSystemId = Annotated[str, _matching(r"fs-[0-9a-z]{8}|fs-[0-9a-z]{17}",
+                                        "a file system id (fs- and 8 or 17 characters)",
+                                        "fs-0123456789abcdef0")]
+FsxVolumeId = Annotated[str, _matching(r"fsvol-[0-9a-f]{17}", "an FSx volume id",
+                                       "fsvol-0123456789abcdef0")]
+EbsVolumeId = Annotated[str, _matching(r"vol-[0-9a-z]{8}|vol-[0-9a-z]{17}", "an EBS volume id",
+                                       "vol-0123456789abcdef0")]
+SnapshotId = Annotated[str, _matching(r"snap-[0-9a-z]{8}|snap-[0-9a-z]{17}",
+                                      "an EBS snapshot id", "snap-0123456789abcdef0")]
+AmiId = Annotated[str, _matching(r"ami-[0-9a-z]+", "an AMI id", "ami-0123456789abcdef0")]
+Region = Annotated[str, _matching(r"[a-z]{2}(-gov)?-[a-z]+-\d", "an AWS region", "us-east-1")]
+# pcluster/constants.py PCLUSTER_NAME_REGEX with PCLUSTER_NAME_MAX_LENGTH 60 (3.16.1).
+ClusterName = Annotated[str, _matching(r"[a-zA-Z][a-zA-Z0-9-]{0,59}",
+                                       "a cluster name (a letter, then letters, digits and "
+                                       "hyphens; at most 60 characters)", "train-p5")]
+# "HH:MM" as FSx wants DailyAutomaticBackupStartTime.
+TimeOfDay = Annotated[str, _matching(r"([01]\d|2[0-3]):[0-5]\d", "a time of day HH:MM (UTC)",
+                                     "03:00")]
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    raise ValueError("a slurm.conf value is one text, number or true/false, not a "
+                     f"{type(value).__name__}")
+
+
+# A slurm.conf value: one scalar. Lists and mappings are refused here (ParallelCluster's schema
+# takes any value and writes its text form into slurm.conf).
+SlurmValue = Annotated[Any, AfterValidator(_scalar)]
