@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "report": "hpcflow.cli.report:report",
     "local-cluster": "hpcflow.cli.local_cluster:local_cluster",
     "cluster": "hpcflow.cli.cluster:cluster",
+    "doctor": "hpcflow.cli.doctor:doctor",
 }
 
 
