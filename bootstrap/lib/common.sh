@@ -7,11 +7,13 @@
 #
 # Globals a step may read after parse_common_args: PREFIX (sandbox root, "" for /), DRY_RUN (0/1),
 # LOG_FILE, STATE_DIR, REST_ARGS (arguments this parser did not know, for the step itself).
-# Environment: HPCFLOW_BOOTSTRAP_LOG (default log file), HPCFLOW_BOOTSTRAP_CACHE (download cache).
+# Environment: HPCFLOW_BOOTSTRAP_PREFIX (default for --prefix), HPCFLOW_BOOTSTRAP_LOG (default log
+# file), HPCFLOW_BOOTSTRAP_CACHE (download cache).
 
 # shellcheck disable=SC2034  # globals are read by the sourcing step scripts
 STEP_NAME="${STEP_NAME:-$(basename "${0}" .sh)}"
-PREFIX=""
+PREFIX="${HPCFLOW_BOOTSTRAP_PREFIX:-}"
+PREFIX="${PREFIX%/}"
 DRY_RUN=0
 LOG_FILE=""
 STATE_DIR=""
@@ -68,7 +70,8 @@ say() {
 usage_common() {
   cat <<USAGE
 common options:
-  --prefix DIR     install under DIR instead of / (a sandbox root; default: /)
+  --prefix DIR     install under DIR instead of / (a sandbox root; default: /, or
+                   HPCFLOW_BOOTSTRAP_PREFIX)
   --dry-run        print what would be done, change nothing
   --log-file FILE  append the log here (default: PREFIX/var/log/hpcflow-bootstrap.log)
 USAGE
