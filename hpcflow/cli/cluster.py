@@ -1,4 +1,4 @@
-"""``hpcflow cluster render|validate|instances|cost``: AWS ParallelCluster v3 configs from a
+"""``hpcflow cluster render|validate|instances|cost`` (and ``upload-bootstrap``, in cluster_upload.py): AWS
 short cluster spec, checked by hpcflow's rules and the installed ParallelCluster schema."""
 
 from __future__ import annotations
@@ -205,3 +205,9 @@ def _schema_version() -> str:
         return version("aws-parallelcluster")
     except PackageNotFoundError:
         return "?"
+
+
+# Defined in its own module (it talks to S3, not to ParallelCluster's schema).
+from hpcflow.cli.cluster_upload import upload_bootstrap  # noqa: E402
+
+cluster.add_command(upload_bootstrap)
