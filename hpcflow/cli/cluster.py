@@ -1,5 +1,7 @@
-"""``hpcflow cluster render|validate|instances|cost`` (and ``upload-bootstrap``, in cluster_upload.py): AWS
-short cluster spec, checked by hpcflow's rules and the installed ParallelCluster schema."""
+"""``hpcflow cluster render|validate|instances|cost``: AWS ParallelCluster v3 configs from a
+short cluster spec, checked by hpcflow's rules and the installed ParallelCluster schema.
+
+``upload-bootstrap`` lives in cluster_upload.py (it talks to S3, not to the schema)."""
 
 from __future__ import annotations
 
