@@ -4,14 +4,16 @@
 #
 # Usage: hpcflow-bootstrap.sh [--steps LIST] [--prefix DIR] [--dry-run] [--log-file FILE]
 #                             [STEP OPTIONS...]
-#   --steps LIST   comma-separated, in any order; run in numeric order. Default: all.
+#   --steps LIST   comma-separated, in any order; run in numeric order.
 #                  efa (10), nccl (20), nccl-tests (30), enroot-pyxis (40), healthcheck (90)
+#                  Default: efa,nccl,nccl-tests,healthcheck (enroot-pyxis only when asked:
+#                  ParallelCluster 3.11+ AMIs ship both).
 #   STEP OPTIONS   --instance-type/--expect-gpus/--expect-efa/--prolog-dir go to healthcheck.
-# In a cluster spec: bootstrap.on_node_configured: [{script: s3://.../hpcflow-bootstrap.sh,
-#   args: [--steps, efa,nccl,healthcheck]}] (hpcflow cluster upload-bootstrap prints these).
-# When this script runs alone (ParallelCluster downloads only the entry script), it fetches its
-# step scripts from the same S3 prefix named in HPCFLOW_BOOTSTRAP_S3 (set by upload-bootstrap's args
-# via --from-s3 URL) with `aws s3 cp`.
+#   --from-s3 URL  first copy lib/, steps/ and prolog/ from this S3 prefix with `aws s3 cp`
+#                  (ParallelCluster downloads only the custom action's script itself).
+# In a cluster spec: bootstrap.on_node_configured: [{script: s3://B/P/hpcflow-bootstrap.sh,
+#   args: [--from-s3, s3://B/P, --steps, "efa,nccl,healthcheck"]}]
+#   (hpcflow cluster upload-bootstrap uploads the files and prints these lines).
 # Exit codes: 0 every step succeeded; 1 a step failed (the first failure stops the run); 2 usage.
 # Safe to rerun: every step is idempotent and says "nothing to do" when done.
 set -Eeuo pipefail
@@ -19,6 +21,7 @@ set -Eeuo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 STEP_NAME="hpcflow-bootstrap"
 readonly ALL_STEPS="efa,nccl,nccl-tests,enroot-pyxis,healthcheck"
+readonly DEFAULT_STEPS="efa,nccl,nccl-tests,healthcheck"
 
 step_file() {
   case "$1" in
@@ -41,7 +44,7 @@ fetch_tree() {
 }
 
 main() {
-  local steps="${ALL_STEPS}" pass=() s3=""
+  local steps="${DEFAULT_STEPS}" pass=() s3=""
   while (($#)); do
     case "$1" in
       --steps) steps="${2:?--steps needs a list}"; shift 2 ;;

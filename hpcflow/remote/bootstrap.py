@@ -26,6 +26,8 @@ from hpcflow.hostlist import expand_hostlist
 
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
 STEPS = ("efa", "nccl", "nccl-tests", "enroot-pyxis", "healthcheck")
+# enroot/pyxis only when asked: ParallelCluster 3.11+ AMIs ship them.
+DEFAULT_STEPS = ("efa", "nccl", "nccl-tests", "healthcheck")
 _HOST = re.compile(r"^(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9._\[\],-]+?)(?::(?P<port>\d+))?$")
 
 
@@ -105,9 +107,9 @@ def parse_hosts(text: str, default_port: int = 22, default_user: str | None = No
 
 
 def parse_steps(text: str | None) -> list[str]:
-    """``"efa,nccl"`` -> the steps, checked against :data:`STEPS` (None = all)."""
+    """``"efa,nccl"`` -> the steps, checked against :data:`STEPS` (None = :data:`DEFAULT_STEPS`)."""
     if not text:
-        return list(STEPS)
+        return list(DEFAULT_STEPS)
     steps = [s.strip() for s in text.split(",") if s.strip()]
     bad = [s for s in steps if s not in STEPS]
     if bad or not steps:

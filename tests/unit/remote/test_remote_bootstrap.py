@@ -35,8 +35,9 @@ def test_bad_hosts_are_named(text, message):
     assert message in str(err.value)
 
 
-def test_steps_default_to_all_and_unknown_ones_are_refused():
-    assert parse_steps(None) == ["efa", "nccl", "nccl-tests", "enroot-pyxis", "healthcheck"]
+def test_steps_default_to_all_but_enroot_pyxis_and_unknown_ones_are_refused():
+    assert parse_steps(None) == ["efa", "nccl", "nccl-tests", "healthcheck"]
+    assert parse_steps("enroot-pyxis") == ["enroot-pyxis"]
     assert parse_steps("nccl,efa") == ["nccl", "efa"]
     with pytest.raises(SpecError, match="--steps: 'cuda' not allowed; allowed: efa,nccl"):
         parse_steps("efa,cuda")
