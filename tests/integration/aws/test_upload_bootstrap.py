@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,33 +13,6 @@ import yaml
 
 pytestmark = pytest.mark.moto
 BOOTSTRAP = Path(__file__).resolve().parents[3] / "bootstrap"
-
-
-@pytest.fixture(scope="module")
-def moto_url(tmp_path_factory):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = Path(sys.executable).with_name("moto_server")
-    cmd = [str(exe)] if exe.exists() else [shutil.which("moto_server") or "moto_server"]
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([*cmd, "-H", "127.0.0.1", "-p", str(port)], stdout=fh,
-                                stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(url + "/moto-api/", timeout=1).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"moto_server did not start:\n{log.read_text()}")
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -54,26 +23,26 @@ def env():
     return out
 
 
-def _s3(moto_url):
+def _s3(moto_s3_url):
     import boto3
 
-    return boto3.client("s3", region_name="us-east-1", endpoint_url=moto_url,
+    return boto3.client("s3", region_name="us-east-1", endpoint_url=moto_s3_url,
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
-def _upload(moto_url, env, *args):
+def _upload(moto_s3_url, env, *args):
     cmd = [sys.executable, "-m", "hpcflow", "cluster", "upload-bootstrap", "--endpoint-url",
-           moto_url, *args]
+           moto_s3_url, *args]
     print("+", " ".join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     print(proc.stdout, proc.stderr, sep="\n")
     return proc
 
 
-def test_upload_puts_every_script_and_prints_the_custom_action(moto_url, env, tmp_path):
-    s3 = _s3(moto_url)
+def test_upload_puts_every_script_and_prints_the_custom_action(moto_s3_url, env, tmp_path):
+    s3 = _s3(moto_s3_url)
     s3.create_bucket(Bucket="cluster-scripts")
-    proc = _upload(moto_url, env, "--bucket", "cluster-scripts", "--prefix", "/hpcflow/v1/")
+    proc = _upload(moto_s3_url, env, "--bucket", "cluster-scripts", "--prefix", "/hpcflow/v1/")
     assert proc.returncode == 0, proc.stderr
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="cluster-scripts")["Contents"]}
     want = {f"hpcflow/v1/{p.relative_to(BOOTSTRAP).as_posix()}" for p in BOOTSTRAP.rglob("*")
@@ -90,8 +59,8 @@ def test_upload_puts_every_script_and_prints_the_custom_action(moto_url, env, tm
     assert snippet["s3_access"] == [{"bucket": "cluster-scripts", "write": False}]
 
 
-def test_missing_bucket_is_named(moto_url, env):
-    proc = _upload(moto_url, env, "--bucket", "no-such-bucket-here", "--json")
+def test_missing_bucket_is_named(moto_s3_url, env):
+    proc = _upload(moto_s3_url, env, "--bucket", "no-such-bucket-here", "--json")
     assert proc.returncode == 2
     err = json.loads(proc.stdout)["error"]
     assert "--bucket: 'no-such-bucket-here' does not exist" in err["message"]
@@ -102,7 +71,7 @@ def test_missing_bucket_is_named(moto_url, env):
     (["--bucket", "ok-bucket", "--prefix", "a//b"], "--prefix: 'a//b' is not allowed"),
     (["--bucket", "ok-bucket", "--steps", "efa,gpu"], "--steps: 'gpu' not allowed"),
 ])
-def test_bad_arguments_are_refused_before_aws_is_asked(moto_url, env, args, message):
-    proc = _upload(moto_url, env, *args)
+def test_bad_arguments_are_refused_before_aws_is_asked(moto_s3_url, env, args, message):
+    proc = _upload(moto_s3_url, env, *args)
     assert proc.returncode == 2 and message in proc.stderr
     assert "Traceback" not in proc.stderr
