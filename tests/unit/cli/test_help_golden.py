@@ -18,7 +18,7 @@ COMMANDS = [
     ["local-cluster"], ["local-cluster", "up"], ["local-cluster", "down"],
     ["local-cluster", "status"], ["local-cluster", "rehearse"],
     ["cluster"], ["cluster", "render"], ["cluster", "validate"], ["cluster", "instances"],
-    ["cluster", "cost"], ["cluster", "upload-bootstrap"], ["doctor"], ["bootstrap"],
+    ["cluster", "cost"], ["cluster", "upload-bootstrap"], ["doctor"], ["doctor", "nccl"], ["bootstrap"],
 ]
 
 
