@@ -22,6 +22,9 @@
 set -Eeuo pipefail
 
 readonly CONF="${HPCFLOW_HEALTH_CONF:-/etc/hpcflow/health.env}"
+# slurmd runs prologs with a minimal PATH: add where the EFA installer and ParallelCluster put
+# fi_info and scontrol.
+PATH="${PATH:-/usr/bin:/bin}:/usr/bin:/bin:/opt/amazon/efa/bin:/opt/slurm/bin"
 readonly LOG="${HPCFLOW_HEALTH_LOG:-/var/log/hpcflow-health.log}"
 
 log() {
