@@ -75,3 +75,28 @@ def test_bad_arguments_are_refused_before_aws_is_asked(moto_s3_url, env, args, m
     proc = _upload(moto_s3_url, env, *args)
     assert proc.returncode == 2 and message in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_entry_script_alone_fetches_its_steps_from_s3(moto_s3_url, env, tmp_path):
+    """As on a ParallelCluster node: only the entry script is downloaded; --from-s3 brings the
+    rest with the AWS CLI (here against moto through AWS_ENDPOINT_URL)."""
+    s3 = _s3(moto_s3_url)
+    s3.create_bucket(Bucket="node-scripts")
+    proc = _upload(moto_s3_url, env, "--bucket", "node-scripts", "--json")
+    assert proc.returncode == 0, proc.stderr
+    args = json.loads(proc.stdout)["data"]["args"]
+    node = tmp_path / "node"
+    node.mkdir()
+    s3.download_file("node-scripts", "hpcflow/hpcflow-bootstrap.sh", str(node / "entry.sh"))
+    root = tmp_path / "root"
+    run_env = {**env, "AWS_ENDPOINT_URL": moto_s3_url,
+               "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
+    steps_at = args.index("--steps")
+    cmd = ["bash", str(node / "entry.sh"), *args[:steps_at], "--steps", "healthcheck",
+           "--prefix", str(root), "--instance-type", "p5.48xlarge"]
+    print("+", " ".join(cmd))
+    ran = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=120)
+    print(ran.stdout, ran.stderr, sep="\n")
+    assert ran.returncode == 0
+    assert (node / "steps/90-healthcheck.sh").is_file() and (node / "lib/common.sh").is_file()
+    assert (root / "opt/slurm/etc/scripts/prolog.d/90-hpcflow-health.sh").is_file()
