@@ -75,7 +75,9 @@ install_pyxis() {
   local work
   work="$(mktemp -d)"
   tar -xzf "${tarball}" -C "${work}" --strip-components=1
-  (cd "${work}" && run make CPPFLAGS="-I ${SLURM_DIR}/include" \
+  # CPPFLAGS goes in the environment: pyxis' Makefile appends it to its own flags, and a
+  # command-line CPPFLAGS would replace them (make's override rule).
+  (cd "${work}" && export CPPFLAGS="-I ${SLURM_DIR}/include" && run make \
     && run make install prefix="${SLURM_DIR}" libdir="${SLURM_DIR}/lib") 2>&1 | tee -a "${LOG_FILE}" >&2 \
     || die "building pyxis ${PYXIS_VERSION} failed; see ${LOG_FILE}"
   rm -rf "${work}"
@@ -89,6 +91,11 @@ main() {
   local todo=0
   if have_enroot; then say "enroot: present, nothing to do"; else todo=1; install_enroot; fi
   if have_pyxis; then say "pyxis: present, nothing to do"; else todo=1; install_pyxis; fi
+  # ParallelCluster 3.11.1+ ships pyxis turned off: say so rather than enable it behind the
+  # admin's back (it takes a Slurm restart).
+  if ((DRY_RUN == 0)) && ! grep -rqs spank_pyxis "${SLURM_DIR}/etc/plugstack.conf" "${SLURM_DIR}/etc/plugstack.conf.d"; then
+    warn "pyxis is not enabled: no plugstack.conf entry names spank_pyxis.so under ${SLURM_DIR}/etc (see ParallelCluster's pyxis docs)"
+  fi
   ((todo == 0)) || ((DRY_RUN)) || say "enroot-pyxis: installed enroot ${ENROOT_VERSION} / pyxis ${PYXIS_VERSION} where absent"
 }
 

@@ -94,6 +94,7 @@ def test_enroot_pyxis_present_is_left_alone(sandbox):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["enroot: present, nothing to do",
                                         "pyxis: present, nothing to do"]
+    assert "warning: pyxis is not enabled" in proc.stderr
 
 
 
@@ -106,3 +107,43 @@ def test_prefix_with_a_blank_is_refused(sandbox, tmp_path):
     assert proc.returncode == 1
     assert f"--prefix: '{bad}' contains a blank" in proc.stderr
     assert not bad.exists()
+
+
+# pyxis' Makefile interface (prefix, libdir, CPPFLAGS from the environment, install into
+# $(libdir)/slurm), with a shell command where the real one compiles C.
+PYXIS_MAKEFILE = (
+    "prefix ?= /usr/local\nlibdir ?= $(prefix)/lib\n"
+    "all:\n\techo \"$$CPPFLAGS\" > cppflags.txt\n\ttouch spank_pyxis.so\n"
+    "install: all\n\tinstall -d $(libdir)/slurm\n\tinstall -m 644 spank_pyxis.so $(libdir)/slurm\n"
+    "\tinstall -m 644 cppflags.txt $(libdir)/slurm\n"
+)
+
+
+def test_pyxis_is_built_where_absent_when_its_checksum_is_given(sandbox):
+    import hashlib
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = PYXIS_MAKEFILE.encode()
+        info = tarfile.TarInfo("pyxis-0.20.0/Makefile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    (sandbox.www / "pyxis.tar.gz").write_bytes(buf.getvalue())
+    (sandbox.root / "usr/bin").mkdir(parents=True)
+    (sandbox.root / "usr/bin/enroot").write_text("#!/bin/sh\n")
+    (sandbox.root / "usr/bin/enroot").chmod(0o755)
+    env = {"HPCFLOW_PYXIS_URL": f"{sandbox.url}/pyxis.tar.gz",
+           "HPCFLOW_PYXIS_SHA256": hashlib.sha256(buf.getvalue()).hexdigest()}
+    proc = sandbox.run("steps/40-enroot-pyxis.sh", **env)
+    assert proc.returncode == 0, proc.stderr
+    plugins = sandbox.root / "opt/slurm/lib/slurm"
+    assert (plugins / "spank_pyxis.so").exists()
+    assert (plugins / "cppflags.txt").read_text().strip() == f"-I {sandbox.root}/opt/slurm/include"
+    conf = (sandbox.root / "opt/slurm/etc/plugstack.conf.d/pyxis.conf").read_text()
+    assert conf == f"required {plugins}/spank_pyxis.so\n"
+    again = sandbox.run("steps/40-enroot-pyxis.sh", **env)
+    assert again.stdout.splitlines() == ["enroot: present, nothing to do",
+                                         "pyxis: present, nothing to do"]
+    assert "not enabled" not in again.stderr
