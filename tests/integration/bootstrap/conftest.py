@@ -208,8 +208,9 @@ def start_sshd(tmp_path: Path, ssh_client_key: Path):
             "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
             "PermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\n"
             + (f"SetEnv {setenv}\n" if setenv else ""))
-        proc = subprocess.Popen([sshd_bin, "-D", "-e", "-f", str(d / "sshd_config")],
-                                stdout=open(d / "sshd.log", "w"), stderr=subprocess.STDOUT)
+        with open(d / "sshd.log", "w") as log:
+            proc = subprocess.Popen([sshd_bin, "-D", "-e", "-f", str(d / "sshd_config")],
+                                    stdout=log, stderr=subprocess.STDOUT)
         started.append(proc)
         deadline = time.monotonic() + 15
         while True:
