@@ -1,5 +1,7 @@
 """``hpcflow cluster render|validate|import|instances|cost``: AWS ParallelCluster v3 configs from a
-short cluster spec, checked by hpcflow's rules and the installed ParallelCluster schema."""
+short cluster spec, checked by hpcflow's rules and the installed ParallelCluster schema.
+
+``upload-bootstrap`` lives in cluster_upload.py (it talks to S3, not to the schema)."""
 
 from __future__ import annotations
 
@@ -235,3 +237,9 @@ def _schema_version() -> str:
         return version("aws-parallelcluster")
     except PackageNotFoundError:
         return "?"
+
+
+# Defined in its own module (it talks to S3, not to ParallelCluster's schema).
+from hpcflow.cli.cluster_upload import upload_bootstrap  # noqa: E402
+
+cluster.add_command(upload_bootstrap)

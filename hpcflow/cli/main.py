@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "report": "hpcflow.cli.report:report",
     "local-cluster": "hpcflow.cli.local_cluster:local_cluster",
     "cluster": "hpcflow.cli.cluster:cluster",
+    "doctor": "hpcflow.cli.doctor:doctor",
+    "bootstrap": "hpcflow.cli.bootstrap:bootstrap",
 }
 
 
@@ -45,7 +47,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """hpcflow: preemption-safe 3D-parallel training on Slurm.
 
     Submit and follow jobs (submit, status, logs, cancel, list), rehearse them on a local
-    emulated Slurm cluster (local-cluster), and build AWS ParallelCluster configs (cluster).
+    emulated Slurm cluster (local-cluster), build AWS ParallelCluster configs (cluster), and
+    set up and check cluster nodes (bootstrap, doctor).
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug

@@ -18,8 +18,8 @@ COMMANDS = [
     ["local-cluster"], ["local-cluster", "up"], ["local-cluster", "down"],
     ["local-cluster", "status"], ["local-cluster", "rehearse"],
     ["cluster"], ["cluster", "render"], ["cluster", "validate"], ["cluster", "import"],
-    ["cluster", "instances"],
-    ["cluster", "cost"],
+    ["cluster", "instances"], ["cluster", "cost"], ["cluster", "upload-bootstrap"],
+    ["doctor"], ["doctor", "nccl"], ["bootstrap"],
 ]
 
 

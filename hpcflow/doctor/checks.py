@@ -1,0 +1,257 @@
+"""The node checks behind ``hpcflow doctor``; each returns pass/warn/fail with the fix.
+
+Every check takes a :class:`~hpcflow.doctor.probe.Probe` (or text it produced) and never raises
+for what it finds on the node: a missing tool is a warn or fail line, not an exception.
+
+Sources:
+- Expected GPUs and EFA interfaces: hpcflow's instance table (``hpcflow.pcluster.catalog``,
+  EC2 DescribeInstanceTypes).
+- ``PreemptParameters=send_user_signal``: slurm.conf(5): without it a preempted job gets SIGTERM
+  after GraceTime instead of the job's ``--signal`` (seen in Slurm 22.05-25.x).
+- ``JobRequeue``: slurm.conf(5), the default for jobs without ``--requeue``/``--no-requeue``.
+- Requeue delay: a requeued job cannot start again until its credential expires,
+  ``AuthInfo=cred_expire`` (slurm.conf(5), default 120 s); ParallelCluster sets 70 s for that
+  reason (aws-parallelcluster-cookbook CHANGELOG 3.2.0: "Set Slurm configuration
+  AuthInfo=cred_expire=70 to reduce the time requeued jobs must wait before starting again when
+  nodes are not available").
+"""
+
+from __future__ import annotations
+
+import re
+
+from hpcflow.doctor.probe import Probe
+from hpcflow.doctor.result import CheckResult, fail, ok, warn
+from hpcflow.nccl.checks import check_plugin_path, check_socket_ifname
+from hpcflow.nccl.presets import Versions, preset_env
+
+_HEALTH_ENV = "/etc/hpcflow/health.env"
+_EFA_PACKAGES = "/opt/amazon/efa_installed_packages"
+_OFI_DONE = "/var/lib/hpcflow/bootstrap/ofi-nccl.done"
+_NCCL_GLOBS = ("/opt/hpcflow/nccl/*/lib/libnccl.so.*", "/usr/lib/x86_64-linux-gnu/libnccl.so.*",
+               "/usr/lib64/libnccl.so.*", "/usr/local/cuda/lib64/libnccl.so.*")
+_LEGACY = {"FI_PROVIDER", "NCCL_PROTO", "FI_EFA_USE_DEVICE_RDMA"}
+
+
+def parse_slurm_config(text: str) -> dict[str, str]:
+    """``scontrol show config`` -> ``{"JobRequeue": "1", ...}``."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def instance_type(probe: Probe, given: str | None) -> tuple[str | None, str]:
+    """The instance type and where it came from: --instance-type, HPCFLOW_INSTANCE_TYPE, the
+    health check's settings (bootstrap step 90), then the instance metadata service."""
+    if given:
+        return given, "--instance-type"
+    if probe.env.get("HPCFLOW_INSTANCE_TYPE"):
+        return probe.env["HPCFLOW_INSTANCE_TYPE"], "HPCFLOW_INSTANCE_TYPE"
+    m = re.search(r"^INSTANCE_TYPE=['\"]?([\w.-]+)", probe.read(_HEALTH_ENV) or "", re.M)
+    if m:
+        return m.group(1), _HEALTH_ENV
+    found = probe.instance_type()
+    return found, ("instance metadata" if found else "nowhere")
+
+
+def _facts(itype: str | None):  # noqa: ANN202
+    from hpcflow.pcluster.catalog import Catalog
+
+    return Catalog.offline().get(itype) if itype else None
+
+
+def check_instance(itype: str | None, where: str) -> CheckResult:
+    if not itype:
+        return warn("instance", "instance type unknown (no instance metadata: not on EC2?)",
+                    "pass --instance-type, e.g. --instance-type p5.48xlarge")
+    if _facts(itype) is None:
+        return warn("instance", f"{itype} (from {where}) is not in hpcflow's instance table: "
+                    "GPU and EFA counts cannot be checked", "pass --instance-type with a known type "
+                    "(hpcflow cluster instances lists them)")
+    return ok("instance", f"{itype} (from {where})")
+
+
+def check_gpus(probe: Probe, itype: str | None) -> CheckResult:
+    facts = _facts(itype)
+    want = facts.accelerator_count if facts and not facts.accelerator.startswith("Trainium") else None
+    out = probe.run(["nvidia-smi", "-L"])
+    if out is None:
+        level = fail if want else warn
+        return level("gpus", "nvidia-smi not found: no NVIDIA driver on this node",
+                     "install the NVIDIA driver (ParallelCluster AMIs ship it)")
+    if out.returncode != 0:
+        return fail("gpus", f"nvidia-smi -L failed (exit {out.returncode}): {_tail(out.text)}",
+                    "check the driver: dmesg | grep -i nvrm; reboot or replace the node")
+    have = len(re.findall(r"^GPU \d+:", out.text, re.M))
+    if want is None:
+        return warn("gpus", f"{have} GPUs; expected count unknown", "pass --instance-type")
+    if have < want:
+        return fail("gpus", f"{have} of {want} GPUs for {itype}",
+                    "drain and replace the node (the prolog health check does this)")
+    return ok("gpus", f"{have} GPUs ({itype}: {want})")
+
+
+def check_efa(probe: Probe, itype: str | None) -> CheckResult:
+    facts = _facts(itype)
+    want = facts.max_efa_interfaces if facts else None
+    out = probe.run(["fi_info", "-p", "efa", "-t", "FI_EP_RDM"])
+    if out is None:
+        level = fail if want else warn
+        return level("efa", "fi_info not found: the EFA software is not installed",
+                     "run bootstrap step efa (hpcflow bootstrap --steps efa)")
+    have = len(set(re.findall(r"^\s*domain:\s*(\S+)", out.text, re.M))) if out.returncode == 0 else 0
+    if want is None:
+        return warn("efa", f"{have} EFA devices; expected count unknown", "pass --instance-type")
+    if have < want:
+        return fail("efa", f"{have} of {want} EFA devices for {itype}",
+                    "check Efa.Enabled on the compute resource and `fi_info -p efa`; replace the node")
+    return ok("efa", f"{have} EFA devices ({itype}: {want})" if want else "no EFA expected")
+
+
+def library_versions(probe: Probe) -> tuple[Versions, str | None]:
+    """Installed aws-ofi-nccl / NCCL / EFA installer versions, and the NCCL library found."""
+    efa = re.search(r"EFA installer version:\s*([\d.]+)", probe.read(_EFA_PACKAGES) or "")
+    ofi = (probe.read(_OFI_DONE) or "").strip() or None
+    if ofi is None:
+        m = re.search(r"(?:aws-ofi-nccl|libnccl-ofi)\S*?[-_ ]v?(\d+\.\d+\.\d+)",
+                      probe.read(_EFA_PACKAGES) or "")
+        ofi = m.group(1) if m else None
+    libs = [f"{d}/libnccl.so.*" for d in probe.env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    nccl_lib = nccl = None
+    for pattern in (*libs, *_NCCL_GLOBS):
+        for path in probe.glob(pattern):
+            m = re.search(r"libnccl\.so\.(\d+\.\d+\.\d+)$", path)
+            if m:
+                nccl_lib, nccl = path, m.group(1)
+                break
+        if nccl:
+            break
+    return Versions(ofi_nccl=ofi, nccl=nccl, efa_installer=efa.group(1) if efa else None), nccl_lib
+
+
+def check_nccl(versions: Versions, lib: str | None) -> CheckResult:
+    if not lib:
+        return warn("nccl", "no libnccl.so.<version> on LD_LIBRARY_PATH or in the usual places "
+                    "(PyTorch wheels bring their own)", "run bootstrap step nccl, or rely on "
+                    "the NCCL inside your PyTorch build")
+    return ok("nccl", f"NCCL {versions.nccl} ({lib})")
+
+
+def check_plugin(probe: Probe, versions: Versions) -> CheckResult:
+    result = check_plugin_path(probe.env, probe.listdir)
+    if result.level == "pass":
+        ver = versions.ofi_nccl or "version unknown"
+        return ok(result.name, f"{result.message} (aws-ofi-nccl {ver})")
+    return result
+
+
+def check_preset(probe: Probe, itype: str | None, versions: Versions) -> CheckResult:
+    if not itype:
+        return warn("env-preset", "instance type unknown: no preset chosen", "pass --instance-type")
+    preset = preset_env(itype, versions)
+    env = probe.env
+    missing = {k: v for k, v in preset.env.items() if env.get(k) != v}
+    stale = sorted(k for k in _LEGACY if k in env and k not in preset.env)
+    ib = sorted(k for k in env if k.startswith("NCCL_IB_"))
+    notes = "; ".join(preset.notes)
+    if missing:
+        return warn("env-preset", f"preset for {itype} not in force: "
+                    + ", ".join(f"{k}={env.get(k, '<unset>')}" for k in missing),
+                    "export " + " ".join(f"{k}={v}" for k, v in missing.items()))
+    if stale or ib:
+        return warn("env-preset", f"set but not needed with these versions: {', '.join(stale + ib)}"
+                    + (" (NCCL_IB_* are for InfiniBand, not EFA)" if ib else ""),
+                    "unset " + " ".join(stale + ib))
+    shown = ", ".join(f"{k}={v}" for k, v in preset.env.items()) or "nothing to set"
+    return ok("env-preset", f"{itype}: {shown}" + (f" ({notes})" if notes else ""))
+
+
+def check_ifname(probe: Probe) -> CheckResult:
+    return check_socket_ifname(probe.env, probe.interfaces())
+
+
+def check_slurm(probe: Probe) -> tuple[CheckResult, dict[str, str]]:
+    """Slurm reachable (``scontrol ping``), and its configuration for the next checks."""
+    ping = probe.run(["scontrol", "ping"])
+    if ping is None:
+        return fail("slurm", "scontrol not found", "install Slurm's client or put it on PATH "
+                    "(ParallelCluster: /opt/slurm/bin)"), {}
+    if ping.returncode != 0 or "UP" not in ping.text:
+        return fail("slurm", f"slurmctld not reachable: {_tail(ping.text)}",
+                    "check slurm.conf's SlurmctldHost and that slurmctld runs"), {}
+    conf = probe.run(["scontrol", "show", "config"])
+    config = parse_slurm_config(conf.text) if conf and conf.returncode == 0 else {}
+    version = config.get("SLURM_VERSION", "?")
+    return ok("slurm", f"{_tail(ping.text)} (Slurm {version})"), config
+
+
+def check_preempt_signal(config: dict[str, str]) -> CheckResult:
+    if not config:
+        return warn("preempt-signal", "Slurm configuration unknown", "fix the slurm check first")
+    ptype = config.get("PreemptType", "preempt/none")
+    params = config.get("PreemptParameters", "")
+    if "send_user_signal" in params:
+        return ok("preempt-signal", f"PreemptParameters={params}: preempted jobs get their "
+                  "--signal (USR1) before they stop")
+    if ptype in ("preempt/none", "(null)"):
+        return ok("preempt-signal", "no job preemption configured (PreemptType=preempt/none); "
+                  "spot and time-limit warnings still arrive as USR1")
+    return warn("preempt-signal", f"PreemptType={ptype} without "
+                "PreemptParameters=send_user_signal: a preempted job gets SIGTERM after "
+                f"GraceTime, not USR1, and saves no checkpoint",
+                "add PreemptParameters=send_user_signal to slurm.conf (ParallelCluster: "
+                "Scheduling.SlurmSettings.CustomSlurmSettings)")
+
+
+def check_requeue(config: dict[str, str]) -> CheckResult:
+    if not config:
+        return warn("requeue", "Slurm configuration unknown", "fix the slurm check first")
+    m = re.search(r"cred_expire=(\d+)", config.get("AuthInfo", ""))
+    delay_s = int(m.group(1)) if m else 120
+    where = "AuthInfo cred_expire" if m else "Slurm's default cred_expire"
+    text = f"JobRequeue={config.get('JobRequeue', '?')}; a requeued job waits about {delay_s} s ({where})"
+    if config.get("JobRequeue") != "1":
+        return warn("requeue", text + ": jobs without --requeue are never requeued",
+                    "hpcflow's sbatch scripts pass --requeue; for other jobs set JobRequeue=1")
+    if delay_s > 120:
+        return warn("requeue", text, "lower it: AuthInfo=cred_expire=70 (ParallelCluster's value)")
+    return ok("requeue", text)
+
+
+def check_shared_fs(probe: Probe, shared_dir: str, checkpoint_dir: str | None) -> list[CheckResult]:
+    results = []
+    if probe.is_mount(shared_dir):
+        results.append(ok("shared-fs", f"{shared_dir} is mounted"))
+    else:
+        results.append(fail("shared-fs", f"{shared_dir} is not a mount point",
+                            "mount the shared file system (SharedStorage in the cluster config) "
+                            "or pass --shared-dir"))
+    target = checkpoint_dir or shared_dir
+    reason = probe.writable_dir(target)
+    if reason is None:
+        results.append(ok("checkpoint-dir", f"{target} is writable"))
+    else:
+        results.append(fail("checkpoint-dir", f"{target} is not writable: {reason}",
+                            f"create it and give your user write access (mkdir -p {target})"))
+    return results
+
+
+def run_all(probe: Probe, *, instance: str | None = None, shared_dir: str = "/fsx",
+            checkpoint_dir: str | None = None) -> list[CheckResult]:
+    """Every check, in the order ``hpcflow doctor`` prints them."""
+    itype, where = instance_type(probe, instance)
+    versions, lib = library_versions(probe)
+    slurm, config = check_slurm(probe)
+    return [check_instance(itype, where), check_gpus(probe, itype), check_efa(probe, itype),
+            check_nccl(versions, lib), check_plugin(probe, versions),
+            check_preset(probe, itype, versions), check_ifname(probe), slurm,
+            check_preempt_signal(config), check_requeue(config),
+            *check_shared_fs(probe, shared_dir, checkpoint_dir)]
+
+
+def _tail(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"

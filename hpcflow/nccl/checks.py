@@ -1,0 +1,134 @@
+"""Checks for the classic ways NCCL silently falls back to TCP sockets or picks the wrong interface.
+
+All pure: they take the environment, the list of network interfaces, a filesystem probe or a log
+text, and return :class:`~hpcflow.doctor.result.CheckResult` values.
+
+Sources:
+- ``NCCL_SOCKET_IFNAME`` syntax (prefix list, ``^`` excludes, ``=`` exact) and the default that
+  skips ``lo`` and ``docker*``: NCCL user guide, Environment Variables,
+  https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-socket-ifname
+- NCCL loads its network plugin ``libnccl-net.so`` (or ``libnccl-net-<NCCL_NET_PLUGIN>.so``) through
+  the dynamic loader, so through ``LD_LIBRARY_PATH``; when none loads it uses its internal IB or
+  Socket transport: same guide, ``NCCL_NET_PLUGIN``.
+- ``NCCL_DEBUG=INFO`` prints ``Using network <name>`` once the transport is chosen (seen in NCCL
+  2.18-2.27 logs; aws-ofi-nccl's transport names itself ``Libfabric``, ``AWS Libfabric`` or
+  ``OFI`` depending on version, see its src/nccl_ofi_interface_nvidia.cpp).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+
+from hpcflow.doctor.result import CheckResult, fail, ok, warn
+
+# Interfaces NCCL must not use between nodes: loopback and container/VM bridges.
+_BAD_IFACE = re.compile(r"^(lo|docker\d*|br-.*|virbr\d*|veth.*|cni\d*|flannel.*|cali.*|podman\d*)$")
+_DEFAULT_EXCLUDE = ("docker", "lo")
+
+
+def _matches(name: str, item: str) -> bool:
+    return name == item[1:] if item.startswith("=") else name.startswith(item)
+
+
+def nccl_usable_interfaces(ifname: str | None, interfaces: Iterable[str]) -> list[str]:
+    """The interfaces NCCL may pick under ``NCCL_SOCKET_IFNAME=ifname`` (None = unset).
+
+    Unset: every interface but ``lo`` and ``docker*`` (NCCL falls back to those only when nothing
+    else exists). ``^a,b``: every interface not matching a prefix. ``a,b``: those matching one.
+    ``=name`` matches exactly.
+    """
+    names = list(interfaces)
+    if not ifname:
+        return [n for n in names if not any(n.startswith(p) for p in _DEFAULT_EXCLUDE)]
+    if ifname.startswith("^"):
+        items = [i for i in ifname[1:].split(",") if i]
+        return [n for n in names if not any(_matches(n, i) for i in items)]
+    items = [i for i in ifname.split(",") if i]
+    return [n for n in names if any(_matches(n, i) for i in items)]
+
+
+def check_socket_ifname(env: Mapping[str, str], interfaces: Iterable[str]) -> CheckResult:
+    """Fail when ``NCCL_SOCKET_IFNAME`` lets NCCL pick the loopback or a container bridge."""
+    names = list(interfaces)
+    value = env.get("NCCL_SOCKET_IFNAME")
+    usable = nccl_usable_interfaces(value, names)
+    shown = f"NCCL_SOCKET_IFNAME={value!r}" if value is not None else "NCCL_SOCKET_IFNAME unset"
+    bad = [n for n in usable if _BAD_IFACE.match(n)]
+    good = [n for n in usable if not _BAD_IFACE.match(n)]
+    if bad:
+        exclude = ["lo", "docker", *sorted({b for b in bad if b != "lo" and not b.startswith("docker")})]
+        fix = f"exclude them: export NCCL_SOCKET_IFNAME='^{','.join(exclude)}'"
+        if good:
+            fix += f", or name the host interface: export NCCL_SOCKET_IFNAME={good[0]}"
+        return fail("nccl-ifname", f"{shown} lets NCCL use {', '.join(bad)} (loopback or a "
+                    "container bridge): ranks on other nodes cannot reach it", fix)
+    if not good:
+        return fail("nccl-ifname", f"{shown} matches none of this node's interfaces "
+                    f"({', '.join(names) or 'none'})",
+                    "unset NCCL_SOCKET_IFNAME or set it to the host's interface prefix, e.g. ens")
+    return ok("nccl-ifname", f"{shown}: NCCL may use {', '.join(good)}")
+
+
+def check_plugin_path(env: Mapping[str, str],
+                      listdir: Callable[[str], list[str]] | None = None) -> CheckResult:
+    """Fail when an aws-ofi-nccl directory on ``LD_LIBRARY_PATH`` does not exist (NCCL then
+    silently uses sockets); warn when no ``libnccl-net*.so`` is on the path at all.
+
+    Args:
+        env: the environment (``LD_LIBRARY_PATH``, ``LD_PRELOAD``, ``NCCL_NET_PLUGIN``).
+        listdir: directory lister (``os.listdir`` by default), injectable for tests; raises
+            OSError for a missing directory.
+    """
+    listdir = listdir or os.listdir
+    path = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
+    plugin = env.get("NCCL_NET_PLUGIN")
+    want = re.compile(rf"^libnccl-net(-{re.escape(plugin)})?\.so" if plugin else r"^libnccl-net.*\.so")
+    missing, found = [], []
+    for d in path:
+        try:
+            files = listdir(d)
+        except OSError:
+            if re.search(r"ofi|nccl", d, re.I):
+                missing.append(d)
+            continue
+        found.extend(f"{d}/{f}" for f in files if want.match(f))
+    if missing:
+        return fail("nccl-plugin", f"LD_LIBRARY_PATH names {', '.join(missing)}, which does not "
+                    "exist: NCCL finds no network plugin there and quietly uses TCP sockets",
+                    "point LD_LIBRARY_PATH at the plugin the EFA installer ships "
+                    "(/opt/amazon/ofi-nccl/lib or its x86_64-linux-gnu subfolder) or at the one "
+                    "bootstrap step 20-nccl built (/opt/hpcflow/aws-ofi-nccl/<version>/lib)")
+    if "libnccl-net" in env.get("LD_PRELOAD", ""):
+        return warn("nccl-plugin", "LD_PRELOAD loads the NCCL net plugin: a workaround for old "
+                    "setups that hides which plugin NCCL really uses",
+                    "drop it from LD_PRELOAD and put the plugin's directory on LD_LIBRARY_PATH")
+    if not found:
+        return warn("nccl-plugin", "no libnccl-net*.so on LD_LIBRARY_PATH: NCCL will use its "
+                    "internal transports (TCP sockets on EFA nodes)",
+                    "add the aws-ofi-nccl lib directory (e.g. /opt/amazon/ofi-nccl/lib) to "
+                    "LD_LIBRARY_PATH")
+    return ok("nccl-plugin", f"NCCL net plugin on LD_LIBRARY_PATH: {found[0]}")
+
+
+_USING = re.compile(r"NCCL INFO Using network (?P<net>.+?)\s*$", re.M)
+_OFI = re.compile(r"libfabric|ofi", re.I)
+
+
+def check_nccl_debug_output(text: str) -> CheckResult:
+    """Read ``NCCL_DEBUG=INFO`` output: fail when NCCL chose its Socket transport over OFI/EFA."""
+    nets = [m.group("net") for m in _USING.finditer(text)]
+    if any(n.strip() == "Socket" for n in nets) or (not nets and "NET/Socket" in text
+                                                    and "NET/OFI" not in text):
+        return fail("nccl-transport", "NCCL used its Socket transport (NET/Socket): traffic went "
+                    "over TCP, not EFA; look for 'NET/OFI' errors just above in the log",
+                    "make sure the aws-ofi-nccl plugin is on LD_LIBRARY_PATH and `fi_info -p efa` "
+                    "lists devices; run `hpcflow doctor` on the node")
+    if any(_OFI.search(n) for n in nets):
+        return ok("nccl-transport", f"NCCL used network {nets[0]!r} (aws-ofi-nccl over libfabric)")
+    if nets:
+        return warn("nccl-transport", f"NCCL used network {nets[0]!r}, not the OFI plugin",
+                    "on EFA nodes load aws-ofi-nccl (LD_LIBRARY_PATH)")
+    return warn("nccl-transport", "no 'Using network' line in the output (was NCCL_DEBUG=INFO "
+                "set, and did NCCL initialise?)", "rerun with NCCL_DEBUG=INFO")

@@ -1,0 +1,178 @@
+"""NCCL/EFA environment presets in one table, keyed by instance family and library versions.
+
+With a current EFA installer and aws-ofi-nccl almost nothing needs setting. The legacy values
+(``FI_PROVIDER=efa``, ``NCCL_PROTO=simple``, ``FI_EFA_USE_DEVICE_RDMA=1``) apply only to the
+plugin versions that need them. InfiniBand-only ``NCCL_IB_*`` variables never appear: EFA is not
+InfiniBand and NCCL ignores them when the OFI plugin carries the traffic.
+
+Source of every rule (``SOURCES``): aws-ofi-nccl ``doc/efa-env-var.md`` ("EFA Cheatsheet",
+commit e0a65432), the plugin's own guidance on which variables each version needs.
+
+:func:`preset_env` is the function the sbatch template renderer and ``hpcflow doctor`` call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+SOURCES: dict[str, str] = {
+    "ofi-cheatsheet": "aws-ofi-nccl doc/efa-env-var.md (EFA Cheatsheet), "
+                      "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md",
+}
+
+# Families whose GPUs use GPUDirect RDMA over EFA ("p4/p5 instances" in the cheatsheet).
+RDMA_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200"})
+# Families with NVIDIA GPUs and EFA on some sizes.
+EFA_GPU_FAMILIES = RDMA_FAMILIES | {"g5", "g6", "g6e"}
+# Variables that belong to InfiniBand; a preset never sets them.
+FORBIDDEN_PREFIXES = ("NCCL_IB_",)
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """One environment variable a preset sets, with why and where that comes from."""
+
+    name: str
+    value: str
+    why: str
+    source: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "value": self.value, "why": self.why,
+                "source": SOURCES.get(self.source, self.source)}
+
+
+@dataclass(frozen=True)
+class Versions:
+    """Installed library versions (None = unknown). Strings such as ``1.7.4-aws`` or ``2.18.5-1``."""
+
+    ofi_nccl: str | None = None
+    nccl: str | None = None
+    efa_installer: str | None = None
+
+
+@dataclass(frozen=True)
+class _Rule:
+    applies: Callable[[str, Versions, bool], bool]
+    settings: tuple[EnvSetting, ...]
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A minimum library version for a family, with its source."""
+
+    library: str
+    attr: str
+    """The :class:`Versions` field that holds the installed version."""
+    minimum: str
+    source: str
+
+
+@dataclass
+class Preset:
+    """What :func:`preset_env` decided for one node: the settings and notes on what is unknown."""
+
+    instance_type: str
+    family: str
+    settings: list[EnvSetting] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The variables to export, name -> value."""
+        return {s.name: s.value for s in self.settings}
+
+    def to_dict(self) -> dict:
+        return {"instance_type": self.instance_type, "family": self.family, "env": self.env,
+                "settings": [s.to_dict() for s in self.settings], "notes": list(self.notes)}
+
+
+def version_tuple(text: str | None) -> tuple[int, ...] | None:
+    """``"1.7.4-aws"`` -> ``(1, 7, 4)``; ``"2.18.5-1"`` -> ``(2, 18, 5)``; None when unparsable."""
+    if not text:
+        return None
+    m = re.match(r"v?(\d+(?:\.\d+)*)", text.strip())
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+
+
+def _ofi(lo: str | None = None, hi: str | None = None) -> Callable[[Versions], bool]:
+    """Plugin version in [lo, hi) (either end open)."""
+
+    def check(v: Versions) -> bool:
+        have = version_tuple(v.ofi_nccl)
+        if have is None:
+            return False
+        return ((lo is None or have >= version_tuple(lo))
+                and (hi is None or have < version_tuple(hi)))
+    return check
+
+
+_LEGACY_PROVIDER = EnvSetting("FI_PROVIDER", "efa", "aws-ofi-nccl <= 1.5.0 on an EFA GPU instance "
+                              "does not pick the EFA provider by itself", "ofi-cheatsheet")
+_LEGACY_PROTO = EnvSetting("NCCL_PROTO", "simple", "aws-ofi-nccl <= 1.5.0 on an EFA GPU instance "
+                           "supports only NCCL's Simple protocol", "ofi-cheatsheet")
+_DEVICE_RDMA = EnvSetting("FI_EFA_USE_DEVICE_RDMA", "1", "aws-ofi-nccl < 1.7.0 on p4/p5 does not "
+                          "turn on GPUDirect RDMA by itself", "ofi-cheatsheet")
+_NO_HUGE_PAGE = EnvSetting("FI_EFA_USE_HUGE_PAGE", "0", "the job forks (multi-process data "
+                           "loaders): huge pages make os.fork() fail with 'Cannot allocate "
+                           "memory'; costs a little performance", "ofi-cheatsheet")
+
+RULES: tuple[_Rule, ...] = (
+    _Rule(lambda fam, v, fork: fam in EFA_GPU_FAMILIES and _ofi(hi="1.6.0")(v),
+          (_LEGACY_PROVIDER, _LEGACY_PROTO)),
+    _Rule(lambda fam, v, fork: fam in RDMA_FAMILIES and _ofi(hi="1.7.0")(v), (_DEVICE_RDMA,)),
+    _Rule(lambda fam, v, fork: fam in EFA_GPU_FAMILIES and fork, (_NO_HUGE_PAGE,)),
+)
+
+# Minimum versions per family (the cheatsheet's "p5.48xlarge" row; p5e/p5en share the platform).
+REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
+    fam: (Requirement("nccl", "nccl", "2.18.0", "ofi-cheatsheet"),
+          Requirement("aws-ofi-nccl", "ofi_nccl", "1.7.2", "ofi-cheatsheet"),
+          Requirement("efa-installer", "efa_installer", "1.29.0", "ofi-cheatsheet"))
+    for fam in ("p5", "p5e", "p5en")
+}
+
+
+def family_of(instance_type: str) -> str:
+    """``p5.48xlarge`` -> ``p5``; ``p6-b200.48xlarge`` -> ``p6-b200``."""
+    return instance_type.split(".", 1)[0]
+
+
+def preset_env(instance_type: str, versions: Versions | None = None, *,
+               forking_workers: bool = True) -> Preset:
+    """The NCCL/EFA environment for a node of ``instance_type`` with the given library versions.
+
+    Pure: the sbatch template renderer and ``hpcflow doctor`` call it with what they know.
+
+    Args:
+        instance_type: EC2 instance type, e.g. ``p5.48xlarge``.
+        versions: installed aws-ofi-nccl / NCCL / EFA installer versions; unknown ones are None
+            (then no version-dependent legacy value is added, and a note says so).
+        forking_workers: the job forks worker processes (PyTorch data loaders): adds
+            ``FI_EFA_USE_HUGE_PAGE=0`` on EFA families.
+
+    Returns:
+        A :class:`Preset`; ``preset.env`` is the mapping to export. Never contains ``NCCL_IB_*``.
+    """
+    versions = versions or Versions()
+    family = family_of(instance_type)
+    preset = Preset(instance_type, family)
+    if family not in EFA_GPU_FAMILIES:
+        preset.notes.append(f"{instance_type}: no NCCL/EFA preset for family {family!r} "
+                            "(no EFA with NVIDIA GPUs); nothing to set")
+        return preset
+    if versions.ofi_nccl is None:
+        preset.notes.append("aws-ofi-nccl version unknown: legacy values for plugins <= 1.6 "
+                            "not considered")
+    for rule in RULES:
+        if rule.applies(family, versions, forking_workers):
+            preset.settings.extend(s for s in rule.settings if s.name not in preset.env)
+    for req in REQUIREMENTS.get(family, ()):
+        have = version_tuple(getattr(versions, req.attr))
+        if have is not None and have < version_tuple(req.minimum):
+            preset.notes.append(f"{req.library} {'.'.join(map(str, have))} is older than "
+                                f"{req.minimum}, the minimum for {family} "
+                                f"({SOURCES[req.source]})")
+    return preset
