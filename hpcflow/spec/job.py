@@ -28,7 +28,13 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from hpcflow.spec.loading import apply_overrides, load_yaml_mapping, validate_model
+from hpcflow.spec.loading import (
+    apply_overrides,
+    parse_yaml_bounded,
+    read_spec_text,
+    validate_model,
+    yaml_mapping,
+)
 from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F401 - re-exported
 
 #: Slurm checks ``--signal`` times on a timer, so the signal may come up to 60 s away from the
@@ -53,6 +59,26 @@ _RUN_DIR_FORBIDDEN = {'"': "a double quote", "%": "'%'", "\\": "a backslash"}
 
 StrictInt = Annotated[int, Field(strict=True)]
 
+# Upper bounds: far above any real job, low enough that no value wraps in bash arithmetic
+# (64-bit) or reaches an #SBATCH line Slurm would misread.
+#: More nodes than any Slurm cluster has (Frontier: 9,408).
+MAX_NODES = 100_000
+#: slurm.conf(5) MaxTasksPerNode: "The value may not exceed 65533".
+MAX_TASKS_PER_NODE = 65533
+#: No node has more GPUs (8 is common; 16 is the most sold in one chassis).
+MAX_GPUS_PER_NODE = 64
+#: More hardware threads than any node has.
+MAX_CPUS_PER_TASK = 4096
+#: The batch script compares SLURM_RESTART_COUNT with this in bash arithmetic.
+MAX_REQUEUES = 1000
+MAX_CHECKPOINT_KEEP = 10_000
+MAX_INTERVAL_STEPS = 10**12
+#: execve(2): one argument or environment string may hold at most 128 KiB (MAX_ARG_STRLEN).
+MAX_TEXT_CHARS = 32 * 1024
+#: Linux NAME_MAX (one path component) and PATH_MAX (a whole path), in bytes (limits.h).
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4095
+
 
 # --------------------------------------------------------------------------------------------
 # Field types
@@ -70,6 +96,9 @@ def _scalar_to_str(value: Any) -> Any:
 def _no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain a NUL character (it cannot be passed to a program)")
+    if len(value) > MAX_TEXT_CHARS:
+        raise ValueError(f"must be at most {MAX_TEXT_CHARS} characters (Linux refuses one argument "
+                         "or environment string over 128 KiB: execve(2), MAX_ARG_STRLEN)")
     return value
 
 
@@ -98,6 +127,10 @@ def _path_text(value: Any) -> str:
         raise ValueError("must be a non-empty path string")
     if _CONTROL_RE.search(value):
         raise ValueError("must not contain control characters such as a newline")
+    encoded = value.encode("utf-8", "surrogatepass")
+    if len(encoded) > PATH_MAX_BYTES or any(len(part) > NAME_MAX_BYTES for part in encoded.split(b"/")):
+        raise ValueError(f"is too long: Linux allows {NAME_MAX_BYTES} bytes per path component "
+                         f"and {PATH_MAX_BYTES} bytes per path (NAME_MAX, PATH_MAX)")
     return value
 
 
@@ -211,7 +244,7 @@ class PreemptionSpec(_Model):
         description="Seconds before the time limit that Slurm sends USR1 (step + save + 60 s jitter).",
     )
     max_requeues: StrictInt = Field(
-        default=3, ge=0,
+        default=3, ge=0, le=MAX_REQUEUES,
         description=(
             "Requeue after a committed preemption checkpoint while SLURM_RESTART_COUNT is below this."
         ),
@@ -238,9 +271,10 @@ class CheckpointSpec(_Model):
         default=None,
         description="Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir.",
     )
-    keep: StrictInt = Field(default=3, ge=1, description='Keep the last N committed checkpoints.')
+    keep: StrictInt = Field(
+        default=3, ge=1, le=MAX_CHECKPOINT_KEEP, description='Keep the last N committed checkpoints.')
     interval_steps: StrictInt = Field(
-        default=0, ge=0,
+        default=0, ge=0, le=MAX_INTERVAL_STEPS,
         description="Save every N steps; 0 saves only when preempted.",
     )
 
@@ -256,16 +290,18 @@ class JobSpec(_Model):
     name: str = Field(
         description="Job name (--job-name, and %x in the log file name): 1-64 of [A-Za-z0-9._-].",
     )
-    nodes: StrictInt = Field(default=1, ge=1, description='Number of nodes (--nodes).')
+    nodes: StrictInt = Field(
+        default=1, ge=1, le=MAX_NODES, description='Number of nodes (--nodes).')
     tasks_per_node: StrictInt = Field(
-        default=1, ge=1,
+        default=1, ge=1, le=MAX_TASKS_PER_NODE,
         description="Ranks per node (--ntasks-per-node); usually one per GPU.",
     )
     gpus_per_node: StrictInt = Field(
-        default=0, ge=0,
+        default=0, ge=0, le=MAX_GPUS_PER_NODE,
         description="GPUs per node (--gpus-per-node); 0 on CPU-only nodes.",
     )
-    cpus_per_task: StrictInt = Field(default=1, ge=1, description='CPU cores per rank (--cpus-per-task).')
+    cpus_per_task: StrictInt = Field(
+        default=1, ge=1, le=MAX_CPUS_PER_TASK, description='CPU cores per rank (--cpus-per-task).')
     time_limit: Annotated[str, BeforeValidator(_time_limit)] = Field(
         description='Wall-time limit (--time): "MM", "HH:MM:SS", "D-HH:MM:SS", ...; kept as [D-]HH:MM:SS.',
     )
@@ -424,8 +460,9 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
             invalid; the message lists every problem with its field path, value and what is allowed.
     """
     p = Path(path)
-    data = load_yaml_mapping(p)
-    data = _literal_scalars(data, p.read_text(encoding="utf-8"))
+    text = read_spec_text(p)
+    data = yaml_mapping(parse_yaml_bounded(text, str(p)), str(p))
+    data = _literal_scalars(data, text)
     base = p.absolute().parent
     run_dir = data.get("run_dir")
     if isinstance(run_dir, str) and run_dir and not _CONTROL_RE.search(run_dir):
@@ -449,7 +486,7 @@ def _literal_scalars(data: dict[str, Any], text: str) -> dict[str, Any]:
     """Put back the written text of unquoted scalars YAML turned into numbers or booleans."""
     try:
         root = yaml.compose(text)
-    except yaml.YAMLError:  # pragma: no cover - load_yaml_mapping already parsed it
+    except yaml.YAMLError:  # pragma: no cover - parse_yaml_bounded already parsed it
         return data
     if not isinstance(root, yaml.MappingNode):
         return data

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+#: A year: Slurm keeps a time limit in minutes in 32 bits, and no partition allows more.
+MAX_TIME_LIMIT_S = 365 * 86400
+_MAX_TIME_CHARS = 20
 _TIME_FORMS = '"MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM" or "D-HH:MM:SS"'
 
 
@@ -19,7 +22,8 @@ def parse_time_limit(value: str | int) -> int:
         The limit in seconds (Slurm itself rounds a limit up to whole minutes).
 
     Raises:
-        ValueError: the text is none of the forms above, a field is out of range, or it is zero.
+        ValueError: the text is none of the forms above, a field is out of range, it is zero,
+            or it is over a year (:data:`MAX_TIME_LIMIT_S`).
     """
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"must be a string in one of the forms {_TIME_FORMS}")
@@ -27,6 +31,9 @@ def parse_time_limit(value: str | int) -> int:
         text = str(value)
     else:
         text = value.strip()
+    if len(text) > _MAX_TIME_CHARS:
+        raise ValueError(f"is too long for a Slurm time; use one of {_TIME_FORMS} (at most "
+                         f"{MAX_TIME_LIMIT_S // 86400} days)")
     m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
     if not m:
         raise ValueError(f"is not a Slurm time; use one of {_TIME_FORMS}")
@@ -48,6 +55,8 @@ def parse_time_limit(value: str | int) -> int:
         raise ValueError(f"minutes and seconds must be 0-59; use one of {_TIME_FORMS}")
     if total <= 0:
         raise ValueError("must be more than zero (a job without a time limit gets no signal)")
+    if total > MAX_TIME_LIMIT_S:
+        raise ValueError(f"must be at most {MAX_TIME_LIMIT_S // 86400} days")
     return total
 
 
