@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from hpcflow.spec.envnames import env_name_problem
 from hpcflow.spec.loading import (
     apply_overrides,
     parse_yaml_bounded,
@@ -112,8 +113,8 @@ def _env_name(value: str) -> str:
             "an environment variable name must match [A-Za-z_][A-Za-z0-9_]* "
             "(letters, digits and '_', not starting with a digit)"
         )
-    if value.startswith("HPCFLOW_"):
-        raise ValueError("names starting with HPCFLOW_ are set by hpcflow (docs/protocol.md)")
+    if problem := env_name_problem(value):
+        raise ValueError(problem)
     return value
 
 
@@ -131,6 +132,17 @@ def _path_text(value: Any) -> str:
     if len(encoded) > PATH_MAX_BYTES or any(len(part) > NAME_MAX_BYTES for part in encoded.split(b"/")):
         raise ValueError(f"is too long: Linux allows {NAME_MAX_BYTES} bytes per path component "
                          f"and {PATH_MAX_BYTES} bytes per path (NAME_MAX, PATH_MAX)")
+    return value
+
+
+def _program_name(value: str) -> str:
+    """An executable as srun and torchrun take it: an absolute path or a bare command name."""
+    value = _path_text(value)
+    if value.startswith("-"):
+        raise ValueError("must not start with '-': srun would read it as one of its own options")
+    if "/" in value and not os.path.isabs(value):
+        raise ValueError("must be an absolute path or a command name looked up on PATH; a "
+                         "relative path would be looked up in run_dir, where the job starts")
     return value
 
 
@@ -159,7 +171,10 @@ class ProgramSpec(_Model):
     )
     argv: list[Text] | None = Field(
         default=None,
-        description="Full command line to run on every rank instead of a module, e.g. [./train, --lr, 1e-3].",
+        description=(
+            "Full command line to run on every rank instead of a module, e.g. [/opt/bin/train, "
+            "--lr, 1e-3]; the program is an absolute path or a command on PATH."
+        ),
     )
     python: str | None = Field(
         default=None,
@@ -178,14 +193,19 @@ class ProgramSpec(_Model):
     @field_validator("argv")
     @classmethod
     def _argv_shape(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and (not value or not value[0] or value[0].startswith("-")):
+        if value is not None and (not value or not value[0]):
             raise ValueError("must be a non-empty list whose first item is the program to run")
+        if value is not None:
+            try:
+                _program_name(value[0])
+            except ValueError as exc:
+                raise ValueError(f"its first item, the program, {exc}") from None
         return value
 
     @field_validator("python")
     @classmethod
     def _python_path(cls, value: str | None) -> str | None:
-        return None if value is None else _path_text(value)
+        return None if value is None else _program_name(value)
 
     @model_validator(mode="after")
     def _module_or_argv(self) -> ProgramSpec:

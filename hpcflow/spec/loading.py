@@ -401,7 +401,9 @@ def spec_error(exc: ValidationError, source: str) -> SpecError:
     """
     problems = []
     for err in exc.errors(include_url=False):
-        loc = [p for p in err.get("loc", ()) if not (isinstance(p, str) and p.startswith("function-"))]
+        # pydantic marks a dict key's own error with a trailing "[key]": the path names the key.
+        loc = [p for p in err.get("loc", ())
+               if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]"))]
         path = format_loc(loc)
         msg = err.get("msg", "invalid")
         if err.get("type") == "extra_forbidden":
