@@ -289,7 +289,10 @@ class CheckpointSpec(_Model):
 
     dir: Path | None = Field(
         default=None,
-        description="Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir.",
+        description=(
+            "Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir "
+            "and must stay inside it; never run_dir itself."
+        ),
     )
     keep: StrictInt = Field(
         default=3, ge=1, le=MAX_CHECKPOINT_KEEP, description='Keep the last N committed checkpoints.')
@@ -406,9 +409,27 @@ class JobSpec(_Model):
         given = ckpt.get("dir")
         if given is None:
             given = "checkpoints"
-        if isinstance(given, str | PurePath) and not os.path.isabs(given):
-            ckpt = {**ckpt, "dir": os.path.normpath(os.path.join(run_dir, given))}
+        if isinstance(given, str | PurePath) and str(given) and not os.path.isabs(given):
+            placed = os.path.normpath(os.path.join(run_dir, given))
+            if _is_under(placed, os.path.normpath(run_dir)):
+                ckpt = {**ckpt, "dir": placed}
+            # else: left relative, and refused by _checkpoint_dir_placed with the reason
         return {**data, "checkpoint": ckpt}
+
+    @model_validator(mode="after")
+    def _checkpoint_dir_placed(self) -> JobSpec:
+        """checkpoint.dir is a folder of its own: not run_dir, and a relative one stays in it."""
+        given = self.checkpoint.dir
+        if given is not None and not given.is_absolute():
+            _raise_problems([("checkpoint.dir", str(given),
+                              f"a relative path is a folder under run_dir ({str(self.run_dir)!r}) "
+                              "and must stay inside it; give an absolute path for a folder "
+                              "elsewhere")])
+        if given is not None and given == self.run_dir:
+            _raise_problems([("checkpoint.dir", str(given),
+                              "must not be run_dir itself: the checkpoint manager prunes and "
+                              "cleans up folders in it; use a sub-folder such as checkpoints")])
+        return self
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobSpec:
@@ -441,6 +462,11 @@ class JobSpec(_Model):
     def ntasks(self) -> int:
         """Total ranks: nodes x tasks_per_node."""
         return self.nodes * self.tasks_per_node
+
+
+def _is_under(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or inside it (both normalised, absolute)."""
+    return os.path.commonpath([path, folder]) == folder
 
 
 def _raise_problems(problems: list[tuple[str, Any, str]]) -> None:

@@ -260,7 +260,9 @@ def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[s
     """Return a copy of ``data`` with ``key.sub=value`` overrides applied.
 
     Values are parsed as YAML scalars/flow collections (``nodes=4`` gives an int,
-    ``program.args=[--steps, "10"]`` a list); ``key=`` sets an empty string. Intermediate
+    ``program.args=[--steps, "10"]`` a list); ``key=`` sets an empty string. A scalar followed
+    by `` #...`` keeps its whole text (``env.NOTE=run #2`` is ``"run #2"``, not a YAML comment);
+    a list or mapping followed by one is refused. Intermediate
     mappings are created when missing.
 
     Raises:
@@ -296,11 +298,32 @@ def _override_value(key: str, raw: str) -> Any:
     if not raw.strip():
         return ""
     try:
-        return parse_yaml_bounded(raw, f"--set {key}")
+        value = parse_yaml_bounded(raw, f"--set {key}")
     except SpecError as exc:
         if "not valid YAML" in str(exc):
             return raw
         raise
+    end = _yaml_end(raw)
+    if end is not None and raw[end:].strip():
+        # ' #' started a YAML comment: `--set 'env.NOTE=run #2'` means the text "run #2".
+        if isinstance(value, dict | list):
+            raise SpecError(f"--set {key}: {_short(raw)}: ' #' starts a YAML comment, which would "
+                            f"drop {_short(raw[end:].strip())} from the value; quote the items "
+                            "that hold '#'")
+        return raw.strip()
+    return value
+
+
+def _yaml_end(text: str) -> int | None:
+    """Where the one YAML node in ``text`` ends (a comment after it is not part of it)."""
+    loader = _BoundedLoader(text, MAX_SPEC_DEPTH)
+    try:
+        node = loader.get_single_node()
+        return None if node is None else node.end_mark.index
+    except (yaml.YAMLError, _TooDeep, _DuplicateKey):
+        return None
+    finally:
+        loader.dispose()
 
 
 def _deep_copy(value: Any) -> Any:
