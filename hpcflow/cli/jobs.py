@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hpcflow.cli.output import emit_json, handles_errors, print_table
+from hpcflow.cli.output import emit_json, handles_errors, print_script, print_table
 
 
 def _fmt_elapsed(seconds: float | None) -> str:
@@ -58,7 +58,7 @@ def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
         if as_json:
             emit_json({"job_id": None, "run_dir": str(result.run_dir), "script": result.script})
         else:
-            click.echo(result.script, nl=False)
+            print_script(result.script)
         return
     if as_json:
         emit_json({"job_id": result.job_id, "run_dir": str(result.run_dir),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -39,6 +40,27 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
         table.add_row(*("" if v is None else str(v) for v in row))
     # Piped output has no terminal width: use a wide one rather than truncating cells.
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+_TERMINAL_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def print_script(text: str) -> None:
+    """Print a rendered batch script: byte-exact (UTF-8) when stdout is a file or a pipe, so
+    ``hpcflow submit --dry-run job.yaml > job.sbatch`` gives the script that would be submitted.
+
+    On a terminal, control characters other than newline and tab (an ANSI escape in an ``env``
+    value, say) are shown escaped as ``\\xNN``, so the script cannot redraw the screen; a note
+    on stderr says so.
+    """
+    sys.stdout.flush()
+    out = sys.stdout.buffer
+    if out.isatty() and _TERMINAL_CONTROL_RE.search(text):
+        text = _TERMINAL_CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+        click.echo("hpcflow: control characters in the script are shown as \\xNN; redirect the "
+                   "output to a file for the exact script", err=True)
+    out.write(text.encode("utf-8"))
+    out.flush()
 
 
 def handles_errors(func: F) -> F:

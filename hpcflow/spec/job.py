@@ -33,6 +33,7 @@ from hpcflow.spec.loading import (
     apply_overrides,
     parse_yaml_bounded,
     read_spec_text,
+    source_name,
     validate_model,
     yaml_mapping,
 )
@@ -507,7 +508,8 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
     """
     p = Path(path)
     text = read_spec_text(p)
-    data = yaml_mapping(parse_yaml_bounded(text, str(p)), str(p))
+    source = source_name(p)
+    data = yaml_mapping(parse_yaml_bounded(text, source), source)
     data = _literal_scalars(data, text)
     base = p.absolute().parent
     run_dir = data.get("run_dir")
@@ -522,7 +524,7 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
             data["run_dir"] = os.path.abspath(os.path.expanduser(data["run_dir"]))
         elif key == "time_limit" or key.startswith("env."):
             _keep_override_text(data, key.split("."), raw.strip())
-    return validate_model(JobSpec, data, str(p))
+    return validate_model(JobSpec, data, source)
 
 
 _NUMERIC_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}

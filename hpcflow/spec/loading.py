@@ -47,16 +47,16 @@ def read_spec_text(path: str | Path, *, max_bytes: int = MAX_SPEC_BYTES) -> str:
         with p.open("rb") as fh:
             raw = fh.read(max_bytes + 1)
     except FileNotFoundError:
-        raise SpecError(f"{_source(p)}: no such file") from None
+        raise SpecError(f"{source_name(p)}: no such file") from None
     except OSError as exc:
-        raise SpecError(f"{_source(p)}: cannot read: {exc.strerror or exc}") from None
+        raise SpecError(f"{source_name(p)}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > max_bytes:
-        raise SpecError(f"{_source(p)}: larger than {max_bytes} bytes; a spec is a short YAML "
+        raise SpecError(f"{source_name(p)}: larger than {max_bytes} bytes; a spec is a short YAML "
                         "file (is this the right file?)")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{_source(p)}: not UTF-8 text (byte {exc.start}: "
+        raise SpecError(f"{source_name(p)}: not UTF-8 text (byte {exc.start}: "
                         f"{raw[exc.start:exc.start + 1]!r})") from None
 
 
@@ -106,7 +106,7 @@ def load_yaml_bounded(path: str | Path, *, max_bytes: int = MAX_SPEC_BYTES,
     Raises:
         SpecError: see the two functions.
     """
-    return parse_yaml_bounded(read_spec_text(path, max_bytes=max_bytes), _source(Path(path)),
+    return parse_yaml_bounded(read_spec_text(path, max_bytes=max_bytes), source_name(Path(path)),
                               max_nodes=max_nodes, max_depth=max_depth)
 
 
@@ -118,7 +118,7 @@ def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
         SpecError: the file is missing, unreadable, too big, not YAML, or not a mapping; the
             message names the file and, for YAML syntax errors, the line and column.
     """
-    return yaml_mapping(load_yaml_bounded(path), _source(Path(path)))
+    return yaml_mapping(load_yaml_bounded(path), source_name(Path(path)))
 
 
 def yaml_mapping(data: Any, source: str) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def yaml_mapping(data: Any, source: str) -> dict[str, Any]:
     return data
 
 
-def _source(path: Path) -> str:
+def source_name(path: str | Path) -> str:
     """A file name as messages show it: control characters escaped so it cannot forge lines."""
     text = str(path)
     return text if text.isprintable() else ascii(text)
@@ -422,6 +422,7 @@ def spec_error(exc: ValidationError, source: str) -> SpecError:
         exc: the pydantic error.
         source: the file (or "--set") the data came from, put in front of every line.
     """
+    source = source_name(source)
     problems = []
     for err in exc.errors(include_url=False):
         # pydantic marks a dict key's own error with a trailing "[key]": the path names the key.
@@ -433,7 +434,8 @@ def spec_error(exc: ValidationError, source: str) -> SpecError:
             msg = "unknown field (check the spelling; see the docs for the allowed fields)"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
-        if "input" in err and err.get("type") != "missing":
+        # An unknown field's value is not shown: it may be any file's content.
+        if "input" in err and err.get("type") not in ("missing", "extra_forbidden"):
             problems.append(f"{source}: {path}: {_short(err['input'])}: {msg}")
         else:
             problems.append(f"{source}: {path}: {msg}")
@@ -448,6 +450,11 @@ def validate_model(model: type[BaseModel], data: Mapping[str, Any], source: str)
         SpecError: a string or key is not valid Unicode (:func:`text_problems`), or the model
             refuses the data.
     """
+    source = source_name(source)
+    if isinstance(data, Mapping) and data and not any(key in model.model_fields for key in data):
+        raise SpecError(f"{source}: none of its {len(data)} top-level keys is a field of "
+                        f"{model.__name__} ({', '.join(list(model.model_fields)[:4])}, ...); is "
+                        "this the right file?")
     if problems := text_problems(data, source):
         header = f"{source}: {len(problems)} problem(s) in the spec"
         raise SpecError(header + "\n  " + "\n  ".join(problems), problems)
