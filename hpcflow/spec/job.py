@@ -318,7 +318,10 @@ class JobSpec(_Model):
         default=1, ge=1, le=MAX_NODES, description='Number of nodes (--nodes).')
     tasks_per_node: StrictInt = Field(
         default=1, ge=1, le=MAX_TASKS_PER_NODE,
-        description="Ranks per node (--ntasks-per-node); usually one per GPU.",
+        description=(
+            "Ranks per node (--ntasks-per-node); with GPUs it defaults to, and must equal, "
+            "gpus_per_node."
+        ),
     )
     gpus_per_node: StrictInt = Field(
         default=0, ge=0, le=MAX_GPUS_PER_NODE,
@@ -416,6 +419,30 @@ class JobSpec(_Model):
                 ckpt = {**ckpt, "dir": placed}
             # else: left relative, and refused by _checkpoint_dir_placed with the reason
         return {**data, "checkpoint": ckpt}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_tasks_per_node(cls, data: Any) -> Any:
+        """One rank per GPU: tasks_per_node defaults to gpus_per_node when GPUs are given."""
+        if isinstance(data, dict) and "tasks_per_node" not in data:
+            gpus = data.get("gpus_per_node")
+            if type(gpus) is int and 0 < gpus <= MAX_GPUS_PER_NODE:
+                return {**data, "tasks_per_node": gpus}
+        return data
+
+    @model_validator(mode="after")
+    def _one_rank_per_gpu(self) -> JobSpec:
+        """Every GPU gets a rank: srun starts tasks_per_node ranks per node, and torchrun starts
+        tasks_per_node processes (--nproc-per-node) in its one task per node."""
+        gpus, tasks = self.gpus_per_node, self.tasks_per_node
+        if gpus and tasks != gpus:
+            how = ("torchrun starts tasks_per_node processes per node (--nproc-per-node)"
+                   if self.launcher == "torchrun" else "srun starts tasks_per_node ranks per node")
+            _raise_problems([("tasks_per_node", tasks,
+                              f"must equal gpus_per_node ({gpus}): {how}, one per GPU, so "
+                              f"{tasks} rank(s) would leave GPUs idle or share them; leave "
+                              "tasks_per_node out to get one rank per GPU")])
+        return self
 
     @model_validator(mode="after")
     def _checkpoint_dir_placed(self) -> JobSpec:
