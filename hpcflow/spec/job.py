@@ -167,10 +167,12 @@ class ProgramSpec(_Model):
         description="Python module to run as ``python -m MODULE`` on every rank (give this or argv).",
     )
     args: list[Text] = Field(
+        json_schema_extra={"limits": f"each at most {MAX_TEXT_CHARS} characters, no NUL"},
         default=[],
         description="Arguments after the module; passed literally (no shell expansion).",
     )
     argv: list[Text] | None = Field(
+        json_schema_extra={"limits": "an absolute path or a command name first; each item as for args"},
         default=None,
         description=(
             "Full command line to run on every rank instead of a module, e.g. [/opt/bin/train, "
@@ -178,6 +180,7 @@ class ProgramSpec(_Model):
         ),
     )
     python: str | None = Field(
+        json_schema_extra={"limits": "an absolute path or a command name"},
         default=None,
         description=(
             "Python interpreter for module (and torchrun); default: the one that runs hpcflow submit."
@@ -261,6 +264,7 @@ class PreemptionSpec(_Model):
     """How the job is warned before its time limit and how often it may requeue itself."""
 
     signal_lead_s: StrictInt = Field(
+        json_schema_extra={"limits": f"{MIN_SIGNAL_LEAD_S} to {MAX_SIGNAL_LEAD_S:,}, below time_limit"},
         default=120,
         description="Seconds before the time limit that Slurm sends USR1 (step + save + 60 s jitter).",
     )
@@ -289,6 +293,7 @@ class CheckpointSpec(_Model):
     """Where and how often the runtime saves checkpoints."""
 
     dir: Path | None = Field(
+        json_schema_extra={"limits": "inside run_dir when relative, not run_dir itself; as run_dir"},
         default=None,
         description=(
             "Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir "
@@ -330,6 +335,7 @@ class JobSpec(_Model):
     cpus_per_task: StrictInt = Field(
         default=1, ge=1, le=MAX_CPUS_PER_TASK, description='CPU cores per rank (--cpus-per-task).')
     time_limit: Annotated[str, BeforeValidator(_time_limit)] = Field(
+        json_schema_extra={"limits": "more than 0, at most 365 days"},
         description='Wall-time limit (--time): "MM", "HH:MM:SS", "D-HH:MM:SS", ...; kept as [D-]HH:MM:SS.',
     )
     partition: str | None = Field(
@@ -341,10 +347,19 @@ class JobSpec(_Model):
         description="Slurm account to charge (--account); default: the user's default account.",
     )
     run_dir: Path = Field(
+        json_schema_extra={"limits": (
+            f"no double quote, % or backslash; {NAME_MAX_BYTES} bytes per path component, "
+            f"{PATH_MAX_BYTES} in all"
+        )},
         description="Run directory for logs, ledger and checkpoints; relative to the spec file's folder.",
     )
     program: ProgramSpec = Field(description='The program every rank runs.')
     env: dict[EnvName, Text] = Field(
+        json_schema_extra={"limits": (
+            "names: [A-Za-z_][A-Za-z0-9_]*, not Slurm's own (SLURM_JOB_*, SLURM_ARRAY_*, "
+            "SLURM_RESTART_COUNT, SBATCH_*, ...), bash's read-only or special ones (UID, IFS, ...), "
+            f"nor HPCFLOW_*/hpcflow_*; values: at most {MAX_TEXT_CHARS} characters, no NUL"
+        )},
         default={},
         description="Extra environment variables for the program; values are passed literally.",
     )
