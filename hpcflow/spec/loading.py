@@ -434,8 +434,7 @@ def spec_error(exc: ValidationError, source: str) -> SpecError:
             msg = "unknown field (check the spelling; see the docs for the allowed fields)"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
-        # An unknown field's value is not shown: it may be any file's content.
-        if "input" in err and err.get("type") not in ("missing", "extra_forbidden"):
+        if "input" in err and err.get("type") != "missing":
             problems.append(f"{source}: {path}: {_short(err['input'])}: {msg}")
         else:
             problems.append(f"{source}: {path}: {msg}")

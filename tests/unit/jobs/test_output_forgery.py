@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -76,10 +75,3 @@ def test_a_file_that_is_not_a_spec_does_not_have_its_keys_echoed(slurm, hpcflow,
     assert result.exit_code == 2
     assert "none of its 2 top-level keys is a field" in result.output
     assert "alice" not in result.output and "$6$" not in result.output
-
-
-def test_an_unknown_fields_value_is_not_echoed(tmp_path: Path, slurm, hpcflow, spec_file):
-    path = spec_file(tmp_path / "run", nodse="s3cr3t-value")
-    result = hpcflow("submit", "--dry-run", str(path))
-    assert result.exit_code == 2 and "nodse: unknown field" in result.output
-    assert "s3cr3t" not in result.output
