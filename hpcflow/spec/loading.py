@@ -262,8 +262,8 @@ def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[s
     Values are parsed as YAML scalars/flow collections (``nodes=4`` gives an int,
     ``program.args=[--steps, "10"]`` a list); ``key=`` sets an empty string. A scalar followed
     by `` #...`` keeps its whole text (``env.NOTE=run #2`` is ``"run #2"``, not a YAML comment);
-    a list or mapping followed by one is refused. Intermediate
-    mappings are created when missing.
+    a list or mapping followed by one is refused. Intermediate mappings are created when
+    missing.
 
     Raises:
         SpecError: an override lacks ``=``, has an empty key, descends into a non-mapping, or
@@ -286,8 +286,8 @@ def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[s
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                path = ".".join(parts[: depth + 1])
-                raise SpecError(f"--set {item!r}: {path} is not a mapping, cannot set {key}")
+                raise SpecError(f"--set {item!r}: {format_loc(parts[: depth + 1])} is not a "
+                                f"mapping, cannot set {format_loc(parts)}")
             node = child
         node[parts[-1]] = value
     return result
@@ -298,7 +298,7 @@ def _override_value(key: str, raw: str) -> Any:
     if not raw.strip():
         return ""
     try:
-        value = parse_yaml_bounded(raw, f"--set {key}")
+        value = parse_yaml_bounded(raw, source_name(f"--set {key}"))
     except SpecError as exc:
         if "not valid YAML" in str(exc):
             return raw
@@ -307,9 +307,9 @@ def _override_value(key: str, raw: str) -> Any:
     if end is not None and raw[end:].strip():
         # ' #' started a YAML comment: `--set 'env.NOTE=run #2'` means the text "run #2".
         if isinstance(value, dict | list):
-            raise SpecError(f"--set {key}: {_short(raw)}: ' #' starts a YAML comment, which would "
-                            f"drop {_short(raw[end:].strip())} from the value; quote the items "
-                            "that hold '#'")
+            raise SpecError(f"{source_name(f'--set {key}')}: {_short(raw)}: ' #' starts a YAML "
+                            f"comment, which would drop {_short(raw[end:].strip())} from the "
+                            "value; quote the items that hold '#'")
         return raw.strip()
     return value
 
