@@ -56,7 +56,7 @@ main() {
   esac
   install_system_packages "${dev}"
   if [[ "${dev}" == 1 ]]; then
-    install_python "train,aws,ssh,dev"
+    install_python "train,aws,ssh,hf,lightning,dev"
   else
     install_python "train"
   fi

@@ -83,20 +83,27 @@ def status_cmd(nodes: int, controller_port: int, node_base_port: int, as_json: b
 @click.option("--preemptions", default=1, show_default=True, type=click.IntRange(0, 20),
               help="How many preemption warnings to send, one per attempt.")
 @click.option("--preempt-after-s", default=20.0, show_default=True, type=click.FloatRange(0),
-              help="Seconds each attempt runs before its warning.")
+              help="Seconds each attempt trains (from its first hpcflow-step line, or from its "
+              "start for a program that prints none) before its warning.")
+@click.option("--notice-s", default=120.0, show_default=True, type=click.FloatRange(1),
+              help="The warning says the nodes go away this many seconds later (an EC2 spot "
+              "notice: 120 s); a program that does not join the protocol is stopped and "
+              "requeued preemption.requeue_margin_s before then.")
 @click.option("--timeout-s", default=1800.0, show_default=True, type=click.FloatRange(1),
               help="Give up after this many seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @handles_errors
 def rehearse_cmd(spec: str, overrides: tuple[str, ...], preemptions: int, preempt_after_s: float,
-                 timeout_s: float, as_json: bool) -> None:
+                 notice_s: float, timeout_s: float, as_json: bool) -> None:
     """Submit SPEC and preempt it: after --preempt-after-s of each attempt, send USR1 to the
     batch shell exactly as Slurm's --signal=B:USR1@<lead> would, watch the job checkpoint,
-    requeue itself and resume, and follow it to its end. Exit code 0 when it COMPLETED."""
+    requeue itself and resume (or, for a program that does not join hpcflow's protocol, get
+    stopped before the deadline and requeued), and follow it to its end. Exit code 0 when it
+    COMPLETED."""
     from hpcflow.local_cluster.rehearse import rehearse
 
     result = rehearse(spec, overrides, preemptions=preemptions, preempt_after_s=preempt_after_s,
-                      timeout_s=timeout_s, log=_log)
+                      notice_s=notice_s, timeout_s=timeout_s, log=_log)
     if as_json:
         emit_json({"job_id": result.job_id, "status": result.status.to_dict(),
                    "preemptions_sent": result.preemptions_sent, "requeues": result.requeues})

@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcflow.protocol import ledger_path, state_dir
+
 SPEC_FILE = "job.yaml"
 SCRIPT_FILE = "job.sbatch"
 SUBMISSIONS_FILE = "submissions.jsonl"
-STATE_DIR = ".hpcflow"
-EVENTS_FILE = "events.jsonl"
 
 
 def hpcflow_home() -> Path:
@@ -107,7 +107,7 @@ def write_run_files(run_dir: Path, spec_text: str, script_text: str) -> Path:
     Returns:
         The path of the script (what ``sbatch`` is given).
     """
-    (run_dir / STATE_DIR).mkdir(parents=True, exist_ok=True)
+    state_dir(run_dir).mkdir(parents=True, exist_ok=True)
     write_atomic(run_dir / SPEC_FILE, spec_text)
     script = run_dir / SCRIPT_FILE
     write_atomic(script, script_text)
@@ -194,7 +194,7 @@ def find_job(job_id: str) -> JobRecord | None:
 
 def job_events(run_dir: str | Path, job_id: str) -> list[dict[str, Any]]:
     """The ledger events of one job (a run directory may hold several jobs over time)."""
-    events = read_jsonl(Path(run_dir) / STATE_DIR / EVENTS_FILE)
+    events = read_jsonl(ledger_path(Path(run_dir)))
     return [e for e in events if str(e.get("job_id")) == str(job_id)]
 
 

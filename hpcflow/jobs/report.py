@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hpcflow.protocol import REASON_REQUEUED_NO_CHECKPOINT, TAG_CHECKPOINT, TAG_RESUME, TAG_STEP
+
 _BANNER = re.compile(r"^hpcflow: \S+ job (?P<job>\S+) attempt (?P<attempt>\d+) on ")
 _TAGGED = re.compile(r"^(hpcflow-[a-z]+) (\{.*\})\s*$")
 
@@ -39,7 +41,9 @@ class AttemptLedger:
         first_step: the first step trained, or None.
         last_step: the last step trained, or None.
         resumed_from: the committed step it resumed from, or None.
-        outcome: ``requeue``, ``completed``, ``failed``, ... or ``running``.
+        outcome: ``requeue`` (after a committed hpcflow checkpoint), ``requeued_no_checkpoint``
+            (a program that did not join the protocol, stopped before the deadline),
+            ``completed``, ``failed``, ... or ``running``.
     """
 
     restart: int
@@ -130,12 +134,13 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
         elif attempts and kind in ("requeue", "job_end"):
             att = attempts[-1]
             att.end = att.end or t
-            att.outcome = "requeue" if kind == "requeue" else str(ev.get("reason", "ended"))
+            att.outcome = _outcome(ev)
             ready_since = t
     for att in attempts:
         _fill_from_log(att, tagged.get(att.restart, []))
     _mark_lost(attempts)
-    end = attempts[-1].end if attempts and attempts[-1].outcome != "requeue" and attempts[-1].end \
+    requeued = ("requeue", REASON_REQUEUED_NO_CHECKPOINT)
+    end = attempts[-1].end if attempts and attempts[-1].outcome not in requeued and attempts[-1].end \
         else now_s
     for att in attempts:
         run = (att.end or now_s) - att.start
@@ -147,13 +152,20 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
     return GoodputReport(job_id, round(wall, 3), totals, goodput, attempts, submitted_at)
 
 
+def _outcome(event: Mapping[str, Any]) -> str:
+    """An attempt's outcome from its last ledger event (``requeue`` or ``job_end``)."""
+    if event.get("event") == "requeue":
+        return REASON_REQUEUED_NO_CHECKPOINT if event.get("checkpoint") is False else "requeue"
+    return str(event.get("reason", "ended"))
+
+
 def _fill_from_log(att: AttemptLedger, lines: list[tuple[str, dict[str, Any]]]) -> None:
     for tag, payload in lines:
-        if tag == "hpcflow-step" and "step" in payload:
+        if tag == TAG_STEP and "step" in payload:
             att.step_times[int(payload["step"])] = float(payload.get("step_time_s", 0.0))
-        elif tag == "hpcflow-checkpoint":
+        elif tag == TAG_CHECKPOINT:
             att.checkpointing_s += float(payload.get("save_s", 0.0))
-        elif tag == "hpcflow-resume" and "step" in payload:
+        elif tag == TAG_RESUME and "step" in payload:
             att.resumed_from = int(payload["step"])
     if att.step_times:
         att.first_step, att.last_step = min(att.step_times), max(att.step_times)

@@ -21,6 +21,7 @@ import yaml
 from hpcflow.errors import SlurmQueryError, SubmitError
 from hpcflow.jobs import records
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
+from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.slurm.render import render_sbatch
 from hpcflow.spec.job import JobSpec, load_job_spec
@@ -86,7 +87,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
                           ) from None
     _check_run_dir_free(run_dir, client)
     previous = records.read_run_files(run_dir)
-    created = records.missing_dirs(run_dir / records.STATE_DIR)
+    created = records.missing_dirs(state_dir(run_dir))
     try:
         script_path = records.write_run_files(run_dir, spec_yaml(spec), script)
     except OSError as exc:

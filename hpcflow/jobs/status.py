@@ -89,7 +89,11 @@ def _ledger_summary(events: Sequence[Mapping[str, Any]], now_s: float) -> dict[s
         summary["reason"] = str(last.get("reason", ""))
     elif kind == "requeue":
         summary["state"] = "REQUEUED"
-        summary["reason"] = f"preempted; requeued after checkpoint at step {last.get('step', '?')}"
+        if last.get("checkpoint") is False:
+            summary["reason"] = ("preempted; requeued without an hpcflow checkpoint (the program "
+                                 "did not join the protocol; it resumes from its own checkpoints)")
+        else:
+            summary["reason"] = f"preempted; requeued after checkpoint at step {last.get('step', '?')}"
     else:
         summary["state"] = "RUNNING"
     return summary

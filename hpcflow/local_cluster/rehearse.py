@@ -1,9 +1,12 @@
 """Rehearse a job's preemption path on the local cluster before paying for GPUs.
 
 Submits the job, and for each of N preemptions waits until the attempt has run for a while,
-sends USR1 to the batch shell exactly as Slurm's ``--signal=B:USR1@<lead>`` would
-(``scancel --signal=USR1 --batch``; scancel(1)), then waits for the job's own answer:
-checkpoint, commit, requeue. Finally it follows the job to its end and reports what happened.
+leaves a preemption notice (the nodes go away ``notice_s`` from now, as an EC2 spot interruption
+notice says two minutes ahead) and sends USR1 to the batch shell exactly as Slurm's
+``--signal=B:USR1@<lead>`` would (``scancel --signal=USR1 --batch``; scancel(1)), then waits for
+the job's own answer: checkpoint, commit, requeue; or, for a program that does not join the
+protocol, stop and requeue shortly before the notice's deadline. Finally it follows the job to
+its end and reports what happened.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcflow import protocol
 from hpcflow.errors import HpcflowError
 from hpcflow.jobs import records, service
 from hpcflow.jobs.status import JobStatus
@@ -52,8 +56,14 @@ def _wait(pred: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 
     raise HpcflowError(f"rehearsal: timed out after {timeout_s:.0f} s waiting for {what}")
 
 
+#: An EC2 spot interruption notice comes two minutes before the instance is reclaimed (EC2 user
+#: guide, "Spot Instance interruption notices").
+SPOT_NOTICE_S = 120.0
+
+
 def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemptions: int = 1,
-             preempt_after_s: float = 20.0, timeout_s: float = 1800.0,
+             preempt_after_s: float = 20.0, notice_s: float = SPOT_NOTICE_S,
+             timeout_s: float = 1800.0,
              client: SlurmClient | None = None, log: Log = lambda _m: None) -> Rehearsal:
     """Submit a job and preempt it ``preemptions`` times, then follow it to its end.
 
@@ -61,7 +71,11 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
         spec_path: the job YAML.
         overrides: ``KEY=VALUE`` overrides, as ``hpcflow submit --set``.
         preemptions: how many preemption warnings to send (one per attempt).
-        preempt_after_s: seconds each attempt runs before its warning.
+        preempt_after_s: seconds each attempt trains before its warning: counted from its
+            first ``hpcflow-step`` line, or from the attempt's start for a program that prints
+            none.
+        notice_s: the warning says the nodes go away this many seconds later; a program that
+            does not join the protocol is stopped and requeued ``requeue_margin_s`` before then.
         timeout_s: give up after this many seconds in total.
         client: the Slurm client.
         log: progress sink, one line per call.
@@ -93,49 +107,65 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
             break
         # Count the time from the attempt's first training step when the program reports
         # steps (`hpcflow-step` lines); start-up (imports, rendezvous) is not training.
-        # Programs that print no such lines are preempted that long after the attempt began.
+        # A program that prints none is preempted that long after the attempt began.
         offset = _log_size(result.log_path)
-        log(f"attempt {attempt + 1} started on {start.get('nodelist')}; waiting for its first "
-            "training step")
-        step_deadline = time.monotonic() + min(left(), 120.0)
+        log(f"attempt {attempt + 1} started on {start.get('nodelist')}; waiting up to "
+            f"{preempt_after_s:.0f} s for its first training step")
+        began = time.monotonic()
         stepped = False
-        while time.monotonic() < step_deadline and not _ended(events()):
-            if _first_line_after(result.log_path, offset, "hpcflow-step "):
+        while time.monotonic() < began + min(left(), preempt_after_s) and not _ended(events()):
+            if _first_line_after(result.log_path, offset, protocol.TAG_STEP + " "):
                 stepped = True
                 break
             time.sleep(0.5)
-        resumed = _first_line_after(result.log_path, offset, "hpcflow-resume ")
+        resumed = _first_line_after(result.log_path, offset, protocol.TAG_RESUME + " ")
         where = f"resumed from step {_step_of(resumed)}" if resumed else "started from scratch"
         if stepped:
             log(f"attempt {attempt + 1} is training ({where}); preempting in {preempt_after_s:.0f} s")
+            time.sleep(preempt_after_s)
         else:
-            log(f"attempt {attempt + 1} reports no training steps (no hpcflow-step lines); "
-                f"preempting in {preempt_after_s:.0f} s")
-        time.sleep(preempt_after_s)
+            log(f"attempt {attempt + 1} reports no training steps (no {protocol.TAG_STEP} lines) "
+                f"after {preempt_after_s:.0f} s: preempting it now")
         if _ended(events()):
             log("job ended before its preemption warning")
             break
+        _leave_notice(run_dir, job_id, notice_s)
         client.cancel(job_id, signal="USR1", batch_only=True)
         sent += 1
-        log(f"sent USR1 to the batch shell of job {job_id} (preemption warning {sent})")
+        log(f"sent USR1 to the batch shell of job {job_id} (preemption warning {sent}; the "
+            f"nodes go away in {notice_s:.0f} s)")
         outcome = _wait(lambda a=attempt: next((e for e in events() if e.get("event") in
                         ("requeue", "job_end") and int(e.get("restart", -1)) == a), None),
                         left(), "the job to checkpoint and requeue")
         if outcome["event"] == "job_end":
             log(f"job did not requeue: {outcome.get('reason')} (rc {outcome.get('rc')})")
             break
-        log(f"checkpoint committed at step {outcome.get('step')}; job requeued itself")
+        if outcome.get("checkpoint") is False:
+            log("the program did not join the protocol: it was stopped before the deadline and "
+                "the job requeued without an hpcflow checkpoint")
+        else:
+            log(f"checkpoint committed at step {outcome.get('step')}; job requeued itself")
     watcher = _QueueWatcher(job_id, client, log)
     final = _wait(lambda: ((s := service.job_status(job_id, client=client)).finished and s)
                   or watcher.tick(), left(), "the job to finish", poll_s=2.0)
     evs = events()
     requeues = sum(1 for e in evs if e.get("event") == "requeue")
-    resumes = _all_steps(result.log_path, "hpcflow-resume ")
+    resumes = _all_steps(result.log_path, protocol.TAG_RESUME + " ")
     if resumes:
         log(f"attempts resumed from step {', '.join(map(str, resumes))} (the committed checkpoints)")
     log(f"job {job_id} {final.state} (exit {final.exit_code}) after {final.attempts} attempt(s), "
         f"{requeues} requeue(s)")
     return Rehearsal(job_id, final, sent, requeues, evs)
+
+
+def _leave_notice(run_dir: Path, job_id: str, notice_s: float) -> None:
+    """Write the preemption notice the trap reads: the Unix time the nodes go away."""
+    path = protocol.state_dir(run_dir) / protocol.notice_name(job_id)
+    try:
+        path.write_text(f"{int(time.time() + notice_s)}\n")
+    except OSError as exc:
+        raise HpcflowError(f"rehearsal: cannot write the preemption notice {path}: "
+                           f"{exc.strerror or exc}") from exc
 
 
 def _ended(evs: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -1,6 +1,13 @@
 """Code that runs inside a Slurm job on every rank (DESIGN.md §1, docs/protocol.md).
 
+The public API for your own training loop is :class:`~hpcflow.runtime.run.Run`
+(docs/your-training-loop.md): ``with Run.from_env() as run: step = run.restore(state); ...;
+run.step_done(step, state, metrics)``.
+
 Modules, one job each:
+
+- :mod:`~hpcflow.runtime.run`: ``Run``, the public API: join, restore, step boundary, leave
+- :mod:`~hpcflow.runtime.appstate`: a loop's mapping of objects as one DCP ``Stateful``
 
 - :mod:`~hpcflow.runtime.env`: ``DistEnv`` from Slurm / torchrun variables (pure, no torch)
 - :mod:`~hpcflow.runtime.dist`: join and leave the process group
@@ -27,6 +34,11 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "Run": "hpcflow.runtime.run",
+    "Preempted": "hpcflow.runtime.run",
+    "PerRank": "hpcflow.runtime.appstate",
+    "params_sha256": "hpcflow.runtime.digest",
+    "optimizer_sha256": "hpcflow.runtime.digest",
     "DistEnv": "hpcflow.runtime.env",
     "dist_env_from": "hpcflow.runtime.env",
     "init_distributed": "hpcflow.runtime.dist",

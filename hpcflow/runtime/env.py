@@ -26,12 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from hpcflow.hostlist import expand_hostlist
-
-#: Ports derived from a Slurm job id fall in ``[PORT_BASE, PORT_BASE + PORT_SPAN)``: above the
-#: registered services most nodes run, below the Linux ephemeral range (32768-60999, see
-#: ``/proc/sys/net/ipv4/ip_local_port_range``) so an outgoing connection never holds the port.
-PORT_BASE = 20000
-PORT_SPAN = 10000
+from hpcflow.protocol import port_for_job_number
 
 LOOPBACK = "127.0.0.1"
 
@@ -89,7 +84,7 @@ def port_for_job(job_id: str) -> int:
     Raises:
         ValueError: ``job_id`` is not a non-negative decimal number.
     """
-    return PORT_BASE + _parse_int("SLURM_JOB_ID", job_id, minimum=0) % PORT_SPAN
+    return port_for_job_number(_parse_int("SLURM_JOB_ID", job_id, minimum=0))
 
 
 def free_port(host: str = LOOPBACK) -> int:

@@ -41,6 +41,34 @@ class PreemptionMonitor:
             self._previous = signal.signal(signum, self._on_signal)
             self._installed = True
 
+    @property
+    def installed(self) -> bool:
+        """True while this monitor's signal handler is installed (only from the main thread)."""
+        return self._installed
+
+    def announce(self, joined_dir: str | os.PathLike[str] | None, rank: int) -> bool:
+        """Tell the batch script that this rank has joined the protocol (docs/protocol.md).
+
+        Creates ``<joined_dir>/<rank>``. The trap forwards the signal to the step only once
+        every rank has done so, so it never reaches a process that would die of it. Nothing is
+        announced when the handler could not be installed (not the main thread).
+
+        Args:
+            joined_dir: ``HPCFLOW_JOINED_DIR``; ``None`` (outside an hpcflow job) does nothing.
+            rank: this process's global rank.
+
+        Returns:
+            True if the file was written.
+        """
+        if joined_dir is None or not self._installed:
+            return False
+        try:
+            Path(joined_dir).mkdir(parents=True, exist_ok=True)
+            (Path(joined_dir) / str(rank)).write_text(f"{os.getpid()}\n")
+        except OSError:
+            return False  # the flag file still reaches this rank; only the signal is not forwarded
+        return True
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signalled = True
 

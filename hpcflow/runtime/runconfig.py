@@ -1,6 +1,7 @@
 """The ``HPCFLOW_*`` variables the batch script exports to the program (docs/protocol.md,
-"Environment the batch script exports to the program"). All are optional: without them a program
-trains without checkpoints and only reacts to SIGUSR1. Pure: no torch, no file access.
+"Environment the batch script exports to the program"; the names live in :mod:`hpcflow.protocol`).
+All are optional: without them a program trains without checkpoints and only reacts to SIGUSR1.
+Pure: no torch, no file access.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Exit status after a committed preemption checkpoint: ``EX_TEMPFAIL`` (sysexits.h, "try again").
-EXIT_PREEMPTED = 75
+import hpcflow.protocol as P
+from hpcflow.protocol import EXIT_PREEMPTED
+
+__all__ = ["DEFAULT_KEEP", "EXIT_PREEMPTED", "RunConfig"]
 
 DEFAULT_KEEP = 3
 
@@ -30,6 +33,10 @@ class RunConfig:
         preempt_committed: ``HPCFLOW_PREEMPT_COMMITTED``, the file rank 0 writes after committing
             the preemption checkpoint, or ``None``.
         max_requeues: ``HPCFLOW_MAX_REQUEUES``, for information only, or ``None``.
+        joined_dir: ``HPCFLOW_JOINED_DIR``, where each rank announces that it installed its
+            signal handler (the trap forwards USR1 only once every rank has), or ``None``.
+        parallelism: ``HPCFLOW_PARALLELISM`` as ``{"dp", "pp", "tp"}`` (the job spec's
+            ``parallelism``), or ``None`` when the spec gives none.
     """
 
     run_dir: Path | None = None
@@ -39,6 +46,8 @@ class RunConfig:
     preempt_flag: Path | None = None
     preempt_committed: Path | None = None
     max_requeues: int | None = None
+    joined_dir: Path | None = None
+    parallelism: dict[str, int] | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> RunConfig:
@@ -47,21 +56,24 @@ class RunConfig:
         Raises:
             ValueError: a number is garbled or out of range; the message names the variable.
         """
-        run_dir = _path(environ, "HPCFLOW_RUN_DIR")
-        checkpoint_dir = _path(environ, "HPCFLOW_CHECKPOINT_DIR")
+        run_dir = _path(environ, P.ENV_RUN_DIR)
+        checkpoint_dir = _path(environ, P.ENV_CHECKPOINT_DIR)
         if checkpoint_dir is None and run_dir is not None:
             checkpoint_dir = run_dir / "checkpoints"
-        max_requeues = environ.get("HPCFLOW_MAX_REQUEUES", "").strip()
+        max_requeues = environ.get(P.ENV_MAX_REQUEUES, "").strip()
+        parallelism = environ.get(P.ENV_PARALLELISM, "").strip()
         return cls(
             run_dir=run_dir,
             checkpoint_dir=checkpoint_dir,
-            checkpoint_interval=_int(environ, "HPCFLOW_CHECKPOINT_INTERVAL", 0, minimum=0),
-            checkpoint_keep=_int(environ, "HPCFLOW_CHECKPOINT_KEEP", DEFAULT_KEEP, minimum=1),
-            preempt_flag=_path(environ, "HPCFLOW_PREEMPT_FLAG"),
-            preempt_committed=_path(environ, "HPCFLOW_PREEMPT_COMMITTED"),
+            checkpoint_interval=_int(environ, P.ENV_CHECKPOINT_INTERVAL, 0, minimum=0),
+            checkpoint_keep=_int(environ, P.ENV_CHECKPOINT_KEEP, DEFAULT_KEEP, minimum=1),
+            preempt_flag=_path(environ, P.ENV_PREEMPT_FLAG),
+            preempt_committed=_path(environ, P.ENV_PREEMPT_COMMITTED),
             max_requeues=(
-                _int(environ, "HPCFLOW_MAX_REQUEUES", 0, minimum=0) if max_requeues else None
+                _int(environ, P.ENV_MAX_REQUEUES, 0, minimum=0) if max_requeues else None
             ),
+            joined_dir=_path(environ, P.ENV_JOINED_DIR),
+            parallelism=P.parse_parallelism(parallelism) if parallelism else None,
         )
 
 

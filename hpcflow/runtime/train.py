@@ -44,6 +44,7 @@ from hpcflow.runtime import dist as hdist
 from hpcflow.runtime.checkpoint import CheckpointManager
 from hpcflow.runtime.commit import write_json_durably
 from hpcflow.runtime.env import DistEnv, dist_env_from
+from hpcflow.runtime.lines import emit, log
 from hpcflow.runtime.preemption import PreemptionMonitor
 from hpcflow.runtime.runconfig import EXIT_PREEMPTED, RunConfig
 
@@ -75,9 +76,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--seed", type=int, default=0, help="seed of model init, data order, RNG")
     add("--dist-timeout-s", type=float, default=600.0, help="collective timeout in seconds")
     add("--model", choices=MODELS, default="toy-mlp", help="workload")
-    add("--dp", type=int, default=-1, help="data-parallel degree; -1 = the remaining ranks")
-    add("--pp", type=int, default=1, help="pipeline-parallel degree (stages across ranks)")
-    add("--tp", type=int, default=1, help="tensor-parallel degree (divides the ranks per node)")
+    add("--dp", type=int, default=None,
+        help="data-parallel degree; -1 = the remaining ranks (default: the job spec's "
+        "parallelism, HPCFLOW_PARALLELISM, else -1)")
+    add("--pp", type=int, default=None,
+        help="pipeline-parallel degree (stages across ranks; default: the job spec's, else 1)")
+    add("--tp", type=int, default=None,
+        help="tensor-parallel degree (divides the ranks per node; default: the job spec's, else 1)")
     add("--dp-mode", choices=DP_MODES, default="fsdp", help="lm: FSDP2 sharding or DDP")
     add("--schedule", choices=sorted(SCHEDULES), default="gpipe", help="lm: pipeline schedule")
     add("--microbatches", type=int, default=0,
@@ -101,18 +106,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.step_time_s < 0 or args.lr <= 0 or args.dist_timeout_s <= 0:
         parser.error("--step-time-s must be >= 0, --lr and --dist-timeout-s > 0")
     return args
-
-
-def emit(env: DistEnv, tag: str, payload: dict[str, Any]) -> None:
-    """Print ``<tag> <json>`` on rank 0's stdout and flush (the log is read while it runs)."""
-    if env.is_rank0:
-        print(f"{tag} {json.dumps(payload, sort_keys=True)}", flush=True)
-
-
-def log(env: DistEnv, message: str) -> None:
-    """A human-readable line on stderr, tagged with the rank."""
-    prefix = f"hpcflow-runtime rank {env.rank}/{env.world_size}"
-    print(f"{prefix}: {message}", file=sys.stderr, flush=True)
 
 
 def run(
@@ -279,7 +272,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # action would kill the process. Never closed: a late USR1 during teardown must not kill a
     # rank that finished (srun would then report 128+10).
     monitor = PreemptionMonitor(config.preempt_flag)
+    monitor.announce(config.joined_dir, env.rank)
     args = parse_args(argv)
+    for name, default in (("dp", -1), ("pp", 1), ("tp", 1)):  # a flag wins over the job spec
+        if getattr(args, name) is None:
+            setattr(args, name, (config.parallelism or {}).get(name, default))
     try:
         backend = hdist.init_distributed(env, timeout_s=args.dist_timeout_s)
         emit(env, "hpcflow-start", {

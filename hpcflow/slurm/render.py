@@ -15,10 +15,23 @@ import sys
 
 import jinja2
 
+from hpcflow import protocol
 from hpcflow.resources import data_dir
 from hpcflow.spec.job import JobSpec
 
 TEMPLATE = "train.sbatch.j2"
+
+#: Seconds a program that has not joined the protocol gets between TERM and KILL when it is
+#: stopped before the deadline (the same role as slurm.conf's KillWait, default 30 s).
+TERM_GRACE_S = 10
+
+# The per-attempt protocol files, named once in hpcflow.protocol; the shell fills in the ids.
+_FILES = {
+    "flag": protocol.flag_name("${hpcflow_job_id}", "${hpcflow_restart}"),
+    "committed": protocol.committed_name("${hpcflow_job_id}", "${hpcflow_restart}"),
+    "joined": protocol.joined_name("${hpcflow_job_id}", "${hpcflow_restart}"),
+    "notice": protocol.notice_name("${hpcflow_job_id}"),
+}
 
 # sbatch parses "#SBATCH" lines itself (not with a shell): double quotes group a value with
 # spaces, a backslash escapes the next character, '#' outside quotes starts a comment.
@@ -89,6 +102,8 @@ def srun_options(spec: JobSpec) -> list[str]:
     ]
     if spec.gpus_per_node > 0:
         words.append(f"--gpus-per-node={spec.gpus_per_node}")
+    if spec.program.workdir is not None:
+        words.append(f"--chdir={spec.program.workdir}")
     if spec.container is not None:  # pyxis SPANK options (github.com/NVIDIA/pyxis, README)
         words.append(f"--container-image={spec.container.image}")
         if spec.container.mounts:
@@ -147,6 +162,15 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
         "checkpoint_interval": spec.checkpoint.interval_steps,
         "checkpoint_keep": spec.checkpoint.keep,
         "max_requeues": spec.preemption.max_requeues,
+        "requeue_margin_s": spec.preemption.requeue_margin_s,
+        "term_grace_s": TERM_GRACE_S,
+        "time_limit_s": spec.time_limit_s,
+        "protocol": spec.program.protocol,
+        "parallelism": (
+            protocol.format_parallelism(**spec.parallelism.model_dump())
+            if spec.parallelism is not None else ""
+        ),
+        "files": _FILES,
         "signal_lead_s": spec.preemption.signal_lead_s,
         "env": sorted(spec.env.items()),
         "nodes": spec.nodes,

@@ -137,13 +137,11 @@ def _path_text(value: Any) -> str:
 
 
 def _program_name(value: str) -> str:
-    """An executable as srun and torchrun take it: an absolute path or a bare command name."""
+    """An executable as srun and torchrun take it, never one of their options. Whether a
+    relative path is allowed depends on program.workdir (:meth:`ProgramSpec._relative_paths`)."""
     value = _path_text(value)
     if value.startswith("-"):
         raise ValueError("must not start with '-': srun would read it as one of its own options")
-    if "/" in value and not os.path.isabs(value):
-        raise ValueError("must be an absolute path or a command name looked up on PATH; a "
-                         "relative path would be looked up in run_dir, where the job starts")
     return value
 
 
@@ -172,7 +170,8 @@ class ProgramSpec(_Model):
         description="Arguments after the module; passed literally (no shell expansion).",
     )
     argv: list[Text] | None = Field(
-        json_schema_extra={"limits": "an absolute path or a command name first; each item as for args"},
+        json_schema_extra={"limits": "a program first: an absolute path, a command name, or a path "
+                                     "relative to workdir; each item as for args"},
         default=None,
         description=(
             "Full command line to run on every rank instead of a module, e.g. [/opt/bin/train, "
@@ -180,10 +179,25 @@ class ProgramSpec(_Model):
         ),
     )
     python: str | None = Field(
-        json_schema_extra={"limits": "an absolute path or a command name"},
+        json_schema_extra={"limits": "an absolute path, a command name, or relative to workdir"},
         default=None,
         description=(
             "Python interpreter for module (and torchrun); default: the one that runs hpcflow submit."
+        ),
+    )
+    workdir: Path | None = Field(
+        default=None,
+        description=(
+            "Folder the ranks start in (srun --chdir); relative to the spec file's folder; "
+            "default: the run directory."
+        ),
+    )
+    protocol: Literal["auto", "requeue"] = Field(
+        default="auto",
+        description=(
+            "auto: ranks that join hpcflow's protocol (hpcflow.runtime) get the preemption signal "
+            "and checkpoint; a program that does not join is never signalled, and is stopped and "
+            "requeued shortly before the deadline. requeue: always the latter."
         ),
     )
 
@@ -210,6 +224,31 @@ class ProgramSpec(_Model):
     @classmethod
     def _python_path(cls, value: str | None) -> str | None:
         return None if value is None else _program_name(value)
+
+    @field_validator("workdir", mode="before")
+    @classmethod
+    def _workdir_path(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        text = _path_text(value)
+        if not os.path.isabs(text):
+            raise ValueError("must be absolute here (in a spec file it is relative to the file)")
+        return Path(os.path.normpath(text))
+
+    @model_validator(mode="after")
+    def _relative_paths(self) -> ProgramSpec:
+        """Without workdir the ranks start in run_dir: a relative program path would be looked up
+        there, which is never what a spec file's relative path meant."""
+        if self.workdir is not None:
+            return self
+        problems = []
+        for path, value in (("argv", (self.argv or [None])[0]), ("python", self.python)):
+            if value is not None and "/" in value and not os.path.isabs(value):
+                problems.append((path, value, "must be an absolute path or a command name looked "
+                                 "up on PATH; a relative path would be looked up in run_dir, where "
+                                 "the ranks start (or set program.workdir)"))
+        _raise_problems(problems)
+        return self
 
     @model_validator(mode="after")
     def _module_or_argv(self) -> ProgramSpec:
@@ -275,6 +314,14 @@ class PreemptionSpec(_Model):
         ),
     )
 
+    requeue_margin_s: StrictInt = Field(
+        default=30, ge=15,
+        description=(
+            "A program that has not joined the protocol is stopped (TERM) this many seconds "
+            "before the deadline, and the job is requeued."
+        ),
+    )
+
     @field_validator("signal_lead_s")
     @classmethod
     def _lead_range(cls, value: int) -> int:
@@ -311,6 +358,16 @@ class CheckpointSpec(_Model):
     @classmethod
     def _dir_text(cls, value: Any) -> Any:
         return None if value is None else _path_text(value)
+
+
+class ParallelismSpec(_Model):
+    """The parallel layout the program is asked to use: world size = dp x pp x tp."""
+
+    dp: StrictInt = Field(default=-1, description="Data-parallel degree; -1 = the remaining ranks.")
+    pp: StrictInt = Field(default=1, ge=1, description="Pipeline-parallel degree (stages).")
+    tp: StrictInt = Field(
+        default=1, ge=1, description="Tensor-parallel degree; must divide tasks_per_node.",
+    )
 
 
 class JobSpec(_Model):
@@ -378,6 +435,13 @@ class JobSpec(_Model):
     checkpoint: CheckpointSpec = Field(
         default=CheckpointSpec(),
         description="Checkpoint folder, retention and interval.",
+    )
+    parallelism: ParallelismSpec | None = Field(
+        default=None,
+        description=(
+            "dp x pp x tp layout, checked against nodes x tasks_per_node at submit and passed to "
+            "the ranks as HPCFLOW_PARALLELISM."
+        ),
     )
 
     @field_validator("name")
@@ -476,19 +540,27 @@ class JobSpec(_Model):
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobSpec:
+        problems = []
         lead = self.preemption.signal_lead_s
         if lead >= self.time_limit_s:
-            _raise_problems(
-                [
-                    (
-                        "preemption.signal_lead_s",
-                        lead,
-                        f"must be less than time_limit ({self.time_limit} = {self.time_limit_s} s); Slurm "
-                        f"sends the signal up to {SIGNAL_JITTER_S} s off its mark (sbatch --signal), so "
-                        "the lead must cover that plus a step and a checkpoint save",
-                    )
-                ]
-            )
+            problems.append((
+                "preemption.signal_lead_s",
+                lead,
+                f"must be less than time_limit ({self.time_limit} = {self.time_limit_s} s); Slurm "
+                f"sends the signal up to {SIGNAL_JITTER_S} s off its mark (sbatch --signal), so "
+                "the lead must cover that plus a step and a checkpoint save",
+            ))
+        margin = self.preemption.requeue_margin_s
+        if margin >= lead:
+            problems.append((
+                "preemption.requeue_margin_s",
+                margin,
+                f"must be less than preemption.signal_lead_s ({lead} s): the program is stopped "
+                "this long before the deadline, after the warning",
+            ))
+        if self.parallelism is not None:
+            problems.extend(_layout_problems(self, self.parallelism))
+        _raise_problems(problems)
         return self
 
     @property
@@ -510,6 +582,21 @@ class JobSpec(_Model):
 def _is_under(path: str, folder: str) -> bool:
     """``path`` is ``folder`` or inside it (both normalised, absolute)."""
     return os.path.commonpath([path, folder]) == folder
+
+
+def _layout_problems(spec: JobSpec, layout: ParallelismSpec) -> list[tuple[str, Any, str]]:
+    """The rules ``ParallelDims`` applies in the job, checked before the job waits in the queue."""
+    from hpcflow.runtime.parallel_dims import ParallelDims
+
+    try:
+        ParallelDims(
+            dp=layout.dp, pp=layout.pp, tp=layout.tp,
+            world_size=spec.ntasks, ranks_per_node=spec.tasks_per_node,
+        )
+    except ValueError as exc:
+        return [("parallelism", layout.model_dump(), f"{exc} (nodes x tasks_per_node = "
+                 f"{spec.nodes} x {spec.tasks_per_node})")]
+    return []
 
 
 def _raise_problems(problems: list[tuple[str, Any, str]]) -> None:
@@ -557,6 +644,10 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
     run_dir = data.get("run_dir")
     if isinstance(run_dir, str) and run_dir and not _CONTROL_RE.search(run_dir):
         data["run_dir"] = os.path.normpath(base / Path(run_dir).expanduser())
+    program = data.get("program")
+    workdir = program.get("workdir") if isinstance(program, dict) else None
+    if isinstance(workdir, str) and workdir and not _CONTROL_RE.search(workdir):
+        program["workdir"] = os.path.normpath(base / Path(workdir).expanduser())
     overrides = list(overrides)
     data = apply_overrides(data, overrides)
     for item in overrides:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcflow.runtime.env import PORT_BASE, PORT_SPAN
+from hpcflow.protocol import PORT_BASE, PORT_SPAN
 
 NODES = 2
 TASKS_PER_NODE = 2

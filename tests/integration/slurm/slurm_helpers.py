@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hpcflow import protocol
 from hpcflow.jobs import records, service
 
 
@@ -54,6 +55,12 @@ class Job:
     def wait_finished(self, timeout_s: float = 240):  # noqa: ANN201
         return wait_for(lambda: (s := self.status()).finished and s, timeout_s,
                         f"job {self.job_id} to finish")
+
+    def notice(self, deadline_in_s: float) -> None:
+        """Leave a preemption notice: the job must be off its nodes ``deadline_in_s`` from now
+        (what a spot-interruption watcher writes before it sends USR1)."""
+        path = protocol.state_dir(self.run_dir) / protocol.notice_name(self.job_id)
+        path.write_text(f"{int(time.time() + deadline_in_s)}\n")
 
     def signal_batch(self, sig: str = "USR1") -> None:
         cmd = ["scancel", f"--signal={sig}", "--batch", self.job_id]

@@ -34,3 +34,31 @@ def test_rehearsal_of_a_bad_spec_fails_cleanly(local_cluster, hpcflow_home, tmp_
                            str(EXAMPLE), "--set", "nodes=0"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and "nodes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_rehearsal_preempts_a_program_that_prints_no_steps(local_cluster, hpcflow_home, tmp_path):
+    from hpcflow.runtime.env import free_port
+
+    program = Path(__file__).resolve().parents[2] / "programs" / "plain_ddp.py"
+    spec = {
+        "name": "plain", "nodes": 2, "tasks_per_node": 2, "time_limit": "00:20:00",
+        "run_dir": str(tmp_path / "run"),
+        "program": {"argv": [sys.executable, str(program), "--steps", "40",
+                             "--ckpt", str(tmp_path / "plain.pt")]},
+        "env": {"OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(free_port())},
+    }
+    path = tmp_path / "plain.yaml"
+    path.write_text(json.dumps(spec))  # JSON is YAML
+    cmd = [sys.executable, "-m", "hpcflow", "local-cluster", "rehearse", str(path),
+           "--preemptions", "1", "--preempt-after-s", "15", "--notice-s", "40",
+           "--timeout-s", "500", "--json"]
+    print("+", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=550)
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0
+    out = json.loads(proc.stdout)["data"]
+    assert out["preemptions_sent"] == 1 and out["requeues"] == 1
+    assert out["status"]["state"] == "COMPLETED" and out["status"]["attempts"] == 2
+    assert "reports no training steps" in proc.stderr
+    assert "requeued without an hpcflow checkpoint" in proc.stderr

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 import hpcflow.runtime
+from hpcflow.protocol import PORT_BASE, PORT_SPAN
 from hpcflow.runtime.env import (
-    PORT_BASE,
-    PORT_SPAN,
     DistEnv,
     dist_env_from,
     parse_tasks_per_node,
@@ -177,8 +176,8 @@ def test_importing_env_and_the_package_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_runtime_imports_only_errors_hostlist_and_itself():
-    allowed = ("hpcflow.errors", "hpcflow.hostlist", "hpcflow.runtime")
+def test_runtime_imports_only_errors_hostlist_protocol_and_itself():
+    allowed = ("hpcflow.errors", "hpcflow.hostlist", "hpcflow.protocol", "hpcflow.runtime")
     runtime_dir = Path(hpcflow.runtime.__file__).parent
     offenders = []
     for path in sorted(runtime_dir.glob("*.py")):

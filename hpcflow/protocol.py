@@ -1,0 +1,128 @@
+"""The contract between the batch script and the ranks, in one torch-free place (docs/protocol.md).
+
+The sbatch template (through :mod:`hpcflow.slurm.render`), the in-job runtime
+(:mod:`hpcflow.runtime`), the job records and report (:mod:`hpcflow.jobs`) and the benchmarks all
+read these names; none of them spells a name of its own. Pure: no torch, no file access.
+
+What crosses the boundary:
+
+- environment variables the batch script exports to every rank (``ENV_*``);
+- files in the run directory's state folder: the ledger, and per attempt the preemption flag
+  (written by the batch script's trap), the commit file (written by rank 0 after the preemption
+  checkpoint is committed) and the joined folder (one file per rank that installed its signal
+  handler, so the trap knows the ranks can take the signal);
+- the exit status of a rank that stopped after a committed preemption checkpoint;
+- the tags of the machine-readable lines rank 0 prints (``hpcflow-step {...}``);
+- the rendezvous port rule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Exit status after a committed preemption checkpoint: ``EX_TEMPFAIL`` (sysexits.h, "try again").
+EXIT_PREEMPTED = 75
+
+# ---- Environment the batch script exports to the program.
+ENV_RUN_DIR = "HPCFLOW_RUN_DIR"
+ENV_CHECKPOINT_DIR = "HPCFLOW_CHECKPOINT_DIR"
+ENV_CHECKPOINT_INTERVAL = "HPCFLOW_CHECKPOINT_INTERVAL"
+ENV_CHECKPOINT_KEEP = "HPCFLOW_CHECKPOINT_KEEP"
+ENV_MAX_REQUEUES = "HPCFLOW_MAX_REQUEUES"
+ENV_PREEMPT_FLAG = "HPCFLOW_PREEMPT_FLAG"
+ENV_PREEMPT_COMMITTED = "HPCFLOW_PREEMPT_COMMITTED"
+ENV_JOINED_DIR = "HPCFLOW_JOINED_DIR"
+#: The job spec's ``parallelism`` as ``"dp,pp,tp"`` (dp may be -1: the remaining ranks).
+ENV_PARALLELISM = "HPCFLOW_PARALLELISM"
+
+# ---- The run directory's state folder.
+STATE_DIR = ".hpcflow"
+LEDGER_FILE = "events.jsonl"
+
+# ---- Tags of rank 0's machine-readable lines (``<tag> <json>`` on stdout).
+TAG_START = "hpcflow-start"
+TAG_STEP = "hpcflow-step"
+TAG_RESTORE = "hpcflow-restore"
+TAG_RESUME = "hpcflow-resume"
+TAG_CHECKPOINT = "hpcflow-checkpoint"
+TAG_PREEMPTED = "hpcflow-preempted"
+TAG_DONE = "hpcflow-done"
+
+# ---- Ledger events and job-end reasons the batch script writes.
+#: The job was requeued after the preemption warning although no hpcflow checkpoint was
+#: committed: the program did not join the protocol and resumes from its own checkpoints.
+REASON_REQUEUED_NO_CHECKPOINT = "requeued_no_checkpoint"
+
+#: Ports derived from a Slurm job id fall in ``[PORT_BASE, PORT_BASE + PORT_SPAN)``: above the
+#: registered services most nodes run, below the Linux ephemeral range (32768-60999, see
+#: ``/proc/sys/net/ipv4/ip_local_port_range``) so an outgoing connection never holds the port.
+PORT_BASE = 20000
+PORT_SPAN = 10000
+
+
+def state_dir(run_dir: Path) -> Path:
+    """``<run_dir>/.hpcflow``: the ledger and the per-attempt protocol files."""
+    return Path(run_dir) / STATE_DIR
+
+
+def ledger_path(run_dir: Path) -> Path:
+    """``<run_dir>/.hpcflow/events.jsonl``: one JSON event per line, appended by every attempt."""
+    return state_dir(run_dir) / LEDGER_FILE
+
+
+def attempt_suffix(job_id: str, restart: int) -> str:
+    """``<job_id>-<restart>``: names the protocol files of one attempt of one job."""
+    return f"{job_id}-{restart}"
+
+
+def flag_name(job_id: str, restart: int) -> str:
+    """File name of the preemption flag the trap writes (``preempt-<job>-<restart>.flag``)."""
+    return f"preempt-{attempt_suffix(job_id, restart)}.flag"
+
+
+def committed_name(job_id: str, restart: int) -> str:
+    """File name of the commit file rank 0 writes (``committed-<job>-<restart>.json``)."""
+    return f"committed-{attempt_suffix(job_id, restart)}.json"
+
+
+def joined_name(job_id: str, restart: int) -> str:
+    """Folder name where each rank that joined announces itself (``joined-<job>-<restart>``)."""
+    return f"joined-{attempt_suffix(job_id, restart)}"
+
+
+def notice_name(job_id: str) -> str:
+    """File name of a preemption notice (``notice-<job>``): the Unix time, in whole seconds, by
+    which the job must be off its nodes. A spot-interruption watcher or ``rehearse`` writes it
+    before it sends USR1; the trap reads and removes it. Without one the deadline is the time
+    limit."""
+    return f"notice-{job_id}"
+
+
+def port_for_job_number(job_number: int) -> int:
+    """The rendezvous port of a Slurm job: ``PORT_BASE + job_id % PORT_SPAN``.
+
+    Consecutive job ids get different ports and every rank (and the batch script, for torchrun)
+    computes the same one.
+    """
+    return PORT_BASE + job_number % PORT_SPAN
+
+
+def parse_parallelism(text: str) -> dict[str, int]:
+    """``"dp,pp,tp"`` (:data:`ENV_PARALLELISM`) -> ``{"dp": .., "pp": .., "tp": ..}``.
+
+    Raises:
+        ValueError: not three integers separated by commas; the message quotes the text.
+    """
+    parts = text.split(",")
+    try:
+        dp, pp, tp = (int(p) for p in parts)
+    except ValueError:
+        raise ValueError(
+            f"{ENV_PARALLELISM}={text!r} must be three integers 'dp,pp,tp', e.g. '-1,2,2'"
+        ) from None
+    return {"dp": dp, "pp": pp, "tp": tp}
+
+
+def format_parallelism(dp: int, pp: int, tp: int) -> str:
+    """The inverse of :func:`parse_parallelism`."""
+    return f"{dp},{pp},{tp}"

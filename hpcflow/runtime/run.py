@@ -1,0 +1,347 @@
+"""The public API a training loop adopts to join hpcflow's preemption protocol (docs/protocol.md).
+
+A few lines around any loop (plain PyTorch, DDP, FSDP2, tensor or pipeline parallel)::
+
+    from hpcflow.runtime import Run
+
+    with Run.from_env() as run:                 # process group joined, USR1 handler installed
+        model, optim = build(run)
+        state = {"model": model, "optim": optim, "sched": sched}
+        step = run.restore(state)               # latest committed checkpoint, or 0
+        while step < total_steps:
+            train_one_step(...)
+            step += 1
+            run.step_done(step, state, {"loss": loss})   # interval save; on preemption: save,
+                                                         # commit, leave every rank with 75
+
+What each part does:
+
+- :meth:`Run.from_env` installs the USR1 handler first (before anything slow), announces the rank
+  to the batch script in ``HPCFLOW_JOINED_DIR`` (only then does the trap forward USR1 to the
+  step), and joins the process group from the Slurm or torchrun environment (gloo on CPU, NCCL
+  on GPU).
+- :meth:`Run.restore` removes partial checkpoints and loads the latest committed one into the
+  objects of ``state`` (:mod:`hpcflow.runtime.appstate` says how each kind is saved).
+- :meth:`Run.step_done` is the step boundary: the ranks agree (one all-reduce) whether anyone
+  was asked to stop, save on the interval (in the background with ``async_save``), and on a stop
+  save synchronously, commit, write ``HPCFLOW_PREEMPT_COMMITTED`` and raise :class:`Preempted`,
+  which leaves the ``with`` block and the process with status 75 on every rank together.
+
+Outside an hpcflow job (no ``HPCFLOW_*`` variables) the same code runs: a single process trains
+without checkpoints unless ``checkpoint_dir`` is given, and still reacts to USR1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hpcflow.errors import CheckpointError
+from hpcflow.protocol import (
+    EXIT_PREEMPTED,
+    TAG_CHECKPOINT,
+    TAG_PREEMPTED,
+    TAG_RESUME,
+    TAG_START,
+    TAG_STEP,
+)
+from hpcflow.runtime import dist as hdist
+from hpcflow.runtime.env import DistEnv, dist_env_from
+from hpcflow.runtime.lines import emit, log
+from hpcflow.runtime.preemption import PreemptionMonitor
+from hpcflow.runtime.runconfig import RunConfig
+
+
+class Preempted(SystemExit):
+    """Raised by :meth:`Run.step_done` once the preemption checkpoint of ``step`` is committed.
+
+    A ``SystemExit`` with code 75: uncaught, the process exits 75, which the batch script reads
+    together with the commit file. Inside ``with Run...`` the block's exit ends the process at
+    once (no interpreter teardown), so every rank leaves within milliseconds of the others.
+    """
+
+    def __init__(self, step: int) -> None:
+        super().__init__(EXIT_PREEMPTED)
+        self.step = step
+
+
+class Run:
+    """One rank's side of an hpcflow job. Build it with :meth:`from_env`.
+
+    Attributes:
+        env: this rank's place in the job (rank, world size, local rank, job id, restart count).
+        config: the ``HPCFLOW_*`` settings the batch script exported.
+        parallelism: the job spec's ``{"dp", "pp", "tp"}`` (dp may be -1), or ``None``.
+        backend: ``"nccl"`` or ``"gloo"``.
+        step: the last step reported to :meth:`step_done` (or restored).
+    """
+
+    def __init__(self, env: DistEnv, config: RunConfig, monitor: PreemptionMonitor,
+                 backend: str, *, async_save: bool = False) -> None:
+        from hpcflow.runtime.checkpoint import CheckpointManager
+
+        self.env = env
+        self.config = config
+        self.parallelism = config.parallelism
+        self.monitor = monitor
+        self.backend = backend
+        self.async_save = async_save
+        self.step = 0
+        self._last_saved: int | None = None
+        self._last_boundary = time.monotonic()
+        self.ckpt = None
+        if config.checkpoint_dir is not None:
+            self.ckpt = CheckpointManager(
+                config.checkpoint_dir, keep=config.checkpoint_keep,
+                interval_steps=config.checkpoint_interval,
+                extra_record={"job_id": env.job_id, "restart_count": env.restart_count,
+                              "parallelism": config.parallelism},
+            )
+
+    # ---- construction
+
+    @classmethod
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        interval_steps: int | None = None,
+        keep: int | None = None,
+        async_save: bool = False,
+        timeout_s: float = hdist.DEFAULT_TIMEOUT_S,
+        join_process_group: bool = True,
+        torch_env: bool = False,
+    ) -> Run:
+        """Join the job: install the USR1 handler, announce the rank, join the process group.
+
+        Collective: every rank calls it. Call it first, before building the model: a warning
+        that arrives earlier still reaches the ranks through the flag file.
+
+        Args:
+            environ: the process environment (default ``os.environ``).
+            checkpoint_dir: overrides ``HPCFLOW_CHECKPOINT_DIR`` (e.g. outside an hpcflow job).
+            interval_steps: overrides ``HPCFLOW_CHECKPOINT_INTERVAL`` (save every N steps).
+            keep: overrides ``HPCFLOW_CHECKPOINT_KEEP``.
+            async_save: write interval saves in the background while training goes on (the
+                preemption save is always synchronous).
+            timeout_s: seconds a collective may wait for the other ranks.
+            join_process_group: False leaves the process group to a framework that makes its
+                own (Lightning); the agreement then uses whatever group is active.
+            torch_env: also export torchrun's variables (``RANK``, ``WORLD_SIZE``,
+                ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``; torch
+                ``torchrun`` docs) from the Slurm ones, for libraries that read only those
+                (Hugging Face accelerate).
+
+        Raises:
+            ValueError: the Slurm, torchrun or ``HPCFLOW_*`` variables are garbled (the message
+                names the variable).
+            RuntimeError: the process group could not be joined.
+        """
+        environ = os.environ if environ is None else environ
+        env = dist_env_from(environ)
+        config = RunConfig.from_environ(environ)
+        overrides: dict[str, Any] = {}
+        if checkpoint_dir is not None:
+            overrides["checkpoint_dir"] = Path(checkpoint_dir)
+        if interval_steps is not None:
+            overrides["checkpoint_interval"] = interval_steps
+        if keep is not None:
+            overrides["checkpoint_keep"] = keep
+        if overrides:
+            from dataclasses import replace
+
+            config = replace(config, **overrides)
+        monitor = PreemptionMonitor(config.preempt_flag)
+        monitor.announce(config.joined_dir, env.rank)
+        if torch_env:
+            os.environ.update({
+                "RANK": str(env.rank), "WORLD_SIZE": str(env.world_size),
+                "LOCAL_RANK": str(env.local_rank), "LOCAL_WORLD_SIZE": str(env.local_world_size),
+                "MASTER_ADDR": env.master_addr, "MASTER_PORT": str(env.master_port),
+            })
+        if join_process_group:
+            backend = hdist.init_distributed(env, timeout_s=timeout_s)
+        else:
+            import torch
+
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        emit(env, TAG_START, {
+            "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
+            "job_id": env.job_id, "restart_count": env.restart_count,
+        })
+        return cls(env, config, monitor, backend, async_save=async_save)
+
+    # ---- the loop's three calls
+
+    def restore(self, state: Mapping[str, Any]) -> int:
+        """Remove partial checkpoints and load the latest committed one into ``state``.
+
+        Collective. The RNG streams are restored when the world size is the one that saved them.
+
+        Args:
+            state: name -> model, optimizer, scheduler, sampler, ... (see
+                :mod:`hpcflow.runtime.appstate`). Load happens in place.
+
+        Returns:
+            The number of steps the checkpoint holds (the step to report next is this + 1), or
+            0 when there is nothing to resume from (or no checkpoint directory).
+
+        Raises:
+            CheckpointError: a committed checkpoint could not be read into ``state`` (e.g. a key
+                is missing from it); raised on every rank.
+            TypeError, ValueError: ``state`` holds an object hpcflow cannot save.
+        """
+        self._app(state)  # check the mapping before anything collective
+        if self.ckpt is None:
+            return 0
+        for path in self.ckpt.clean_partial():
+            log(self.env, f"removed partial checkpoint {path}")
+        latest = hdist.broadcast_object(self.ckpt.latest_committed())
+        if latest is None:
+            self._last_boundary = time.monotonic()
+            return 0
+        from hpcflow.runtime.commit import read_commit_record, step_dir
+
+        record = read_commit_record(step_dir(self.ckpt.root, latest)) or {}
+        same_world = record.get("world_size") == self.env.world_size
+        self.ckpt.load(latest, {"app": self._app(state, restore_rng=same_world)})
+        self.step = self._last_saved = latest
+        emit(self.env, TAG_RESUME, {"step": latest, "rng_restored": same_world})
+        self._last_boundary = time.monotonic()
+        return latest
+
+    def report_resume(self, step: int) -> None:
+        """Rank 0 prints ``hpcflow-resume`` (a framework adapter resumed from ``step``)."""
+        self.step = self._last_saved = step
+        emit(self.env, TAG_RESUME, {"step": step})
+        self._last_boundary = time.monotonic()
+
+    def report_step(self, step: int, metrics: Mapping[str, Any] | None = None) -> None:
+        """Rank 0 prints ``hpcflow-step`` with the time since the previous boundary (local)."""
+        now = time.monotonic()
+        self.step = step
+        emit(self.env, TAG_STEP, {"step": step, "step_time_s": now - self._last_boundary,
+                                  **dict(metrics or {})})
+        self._last_boundary = now
+
+    def step_done(self, step: int, state: Mapping[str, Any],
+                  metrics: Mapping[str, Any] | None = None) -> None:
+        """The step boundary after ``step`` completed steps (collective, every step).
+
+        Reports the step (rank 0 prints ``hpcflow-step`` with ``step_time_s`` and ``metrics``),
+        saves when the interval is due, and, when any rank was asked to stop, saves and commits
+        the checkpoint of ``step`` and raises :class:`Preempted`.
+
+        Cost: one all-reduce of one integer and one ``stat`` of the flag file; a save when due.
+
+        Raises:
+            Preempted: the preemption checkpoint is committed; let it propagate.
+            CheckpointError: a save failed, or a stop was requested without a checkpoint
+                directory (raised on every rank).
+        """
+        self.report_step(step, metrics)
+        stop = self.should_stop()
+        if self.ckpt is not None:
+            self._report_async(self.ckpt.poll())
+        if stop and self.ckpt is None:
+            raise CheckpointError("asked to stop for preemption, but no checkpoint directory is "
+                                  "set (HPCFLOW_CHECKPOINT_DIR or checkpoint_dir=)")
+        if stop:
+            self.save(step, state, reason="preempt")
+            self.leave_preempted(step)
+        if self.ckpt is not None and self.ckpt.due(step):
+            self.save(step, state, reason="interval", blocking=not self.async_save)
+        self._last_boundary = time.monotonic()  # a save's time is reported as checkpointing
+
+    def should_stop(self) -> bool:
+        """Whether any rank was asked to stop (collective: one all-reduce). For loops that own
+        their save (framework adapters); :meth:`step_done` calls it itself."""
+        return self.monitor.should_stop()
+
+    # ---- saving and leaving
+
+    def save(self, step: int, state: Mapping[str, Any], *, reason: str = "manual",
+             blocking: bool = True) -> None:
+        """Save (and, when ``blocking``, commit) the checkpoint of ``step`` (collective).
+
+        Raises:
+            CheckpointError: no checkpoint directory, or the save failed (on every rank).
+        """
+        if self.ckpt is None:
+            raise CheckpointError("no checkpoint directory is set (HPCFLOW_CHECKPOINT_DIR or "
+                                  "checkpoint_dir=)")
+        if self._last_saved == step and self.ckpt.in_flight != step:
+            return  # committed already
+        started = time.monotonic()
+        self.ckpt.save(step, {"app": self._app(state)}, blocking=blocking)
+        self._last_saved = step
+        if blocking:
+            save_s = time.monotonic() - started
+            self._report_async(self.ckpt.poll())
+            emit(self.env, TAG_CHECKPOINT,
+                 {"step": step, "reason": reason, "save_s": save_s, "async": False})
+
+    def finish(self, state: Mapping[str, Any] | None = None) -> None:
+        """End of training: wait for a background save and, given ``state``, save the final
+        step if it is not saved yet (collective)."""
+        if self.ckpt is None:
+            return
+        self._report_async(self.ckpt.wait())
+        if state is not None and self._last_saved != self.step:
+            self.save(self.step, state, reason="final")
+
+    def close(self) -> None:
+        """Wait for any background save, then leave the process group (idempotent)."""
+        if self.ckpt is not None:
+            self._report_async(self.ckpt.wait())
+            self.ckpt.close()
+        hdist.shutdown()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, Preempted):
+            # Leave now: under srun --kill-on-bad-exit the first rank out makes srun kill the
+            # others, so the ranks must leave within milliseconds of each other (srun(1)).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_PREEMPTED)
+        self.close()
+
+    # ---- internals
+
+    def _app(self, state: Mapping[str, Any], *, restore_rng: bool = True) -> Any:
+        from hpcflow.runtime.appstate import AppState
+
+        return AppState(state, self.env.rank, restore_rng=restore_rng)
+
+    def leave_preempted(self, step: int) -> None:
+        """After the preemption checkpoint of ``step`` is committed (by :meth:`step_done`, or by
+        a framework's own save in an adapter): rank 0 writes the commit file the batch script
+        reads, every rank waits for it (collective), then :class:`Preempted` is raised.
+
+        Raises:
+            Preempted: always.
+        """
+        from hpcflow.runtime.commit import write_json_durably
+
+        committed = self.config.preempt_committed
+        if self.env.is_rank0 and committed is not None:
+            committed.parent.mkdir(parents=True, exist_ok=True)
+            write_json_durably(committed, {"step": step, "time": time.time()})
+        emit(self.env, TAG_PREEMPTED, {"step": step})
+        hdist.barrier()
+        raise Preempted(step)
+
+    def _report_async(self, result: Any) -> None:
+        if result is not None:
+            emit(self.env, TAG_CHECKPOINT, {
+                "step": result.step, "reason": "interval", "save_s": result.blocked_s,
+                "total_s": result.total_s, "async": True,
+            })
