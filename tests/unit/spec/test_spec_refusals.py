@@ -98,3 +98,16 @@ def test_program_must_be_an_absolute_path_or_a_command_name(program: dict[str, A
 def test_absolute_paths_and_command_names_are_accepted(program: dict[str, Any]) -> None:
     assert JobSpec.model_validate({**MINIMAL, "program": program}).program.model_dump(
         exclude_none=True, exclude_defaults=True) == program
+
+
+@pytest.mark.parametrize("program", [
+    {"argv": ["./train.sh", "--x"], "workdir": "/work/proj"},
+    {"module": "m", "python": ".venv/bin/python", "workdir": "/work/proj"},
+])
+def test_a_relative_program_path_is_allowed_where_workdir_says_where_it_is(
+        program: dict[str, Any]) -> None:
+    job = JobSpec.model_validate({**MINIMAL, "program": program})
+    assert str(job.program.workdir) == "/work/proj"
+    without = {k: v for k, v in program.items() if k != "workdir"}
+    (line,) = problems(program=without)
+    assert "set program.workdir" in line
