@@ -6,7 +6,14 @@ import sys
 
 import click
 
-from hpcflow.cli.output import emit_json, handles_errors, print_table
+from hpcflow.cli.output import (
+    JsonCommand,
+    check_job_id,
+    emit_json,
+    handles_errors,
+    print_script,
+    print_table,
+)
 
 
 def _fmt_elapsed(seconds: float | None) -> str:
@@ -27,16 +34,7 @@ def _status_rows(statuses):  # noqa: ANN001, ANN202
 COLUMNS = ["job", "name", "state", "attempts", "restarts", "elapsed", "exit", "reason"]
 
 
-def _job_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Refuse what is not a Slurm job id before Slurm is asked (click callback)."""
-    from hpcflow.jobs import service
-
-    if value is not None and (problem := service.job_id_problem(value)):
-        raise click.BadParameter(problem)
-    return value
-
-
-@click.command()
+@click.command(cls=JsonCommand)
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a spec field, e.g. --set nodes=4 --set preemption.max_requeues=5.")
@@ -58,7 +56,7 @@ def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
         if as_json:
             emit_json({"job_id": None, "run_dir": str(result.run_dir), "script": result.script})
         else:
-            click.echo(result.script, nl=False)
+            print_script(result.script)
         return
     if as_json:
         emit_json({"job_id": result.job_id, "run_dir": str(result.run_dir),
@@ -70,8 +68,8 @@ def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
         _follow(result.job_id)
 
 
-@click.command()
-@click.argument("job_id", required=False, callback=_job_id)
+@click.command(cls=JsonCommand)
+@click.argument("job_id", required=False, callback=check_job_id)
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @handles_errors
 def status(job_id: str | None, as_json: bool) -> None:
@@ -89,8 +87,9 @@ def status(job_id: str | None, as_json: bool) -> None:
         print_table(None, COLUMNS, _status_rows([st]))
 
 
-@click.command("list")
-@click.option("--limit", default=20, show_default=True, help="How many recent jobs to show.")
+@click.command("list", cls=JsonCommand)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1),
+              help="How many recent jobs to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON.")
 @handles_errors
 def list_jobs(limit: int, as_json: bool) -> None:
@@ -105,7 +104,7 @@ def list_jobs(limit: int, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("job_id", callback=_job_id)
+@click.argument("job_id", callback=check_job_id)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing as the log grows, across "
               "requeues, until the job finishes; exit 1 unless it COMPLETED.")
 @handles_errors
@@ -124,8 +123,8 @@ def logs(job_id: str, follow: bool) -> None:
         raise SlurmQueryError(f"job {job_id}: no log yet at {path} (is it still pending?)") from None
 
 
-@click.command()
-@click.argument("job_id", callback=_job_id)
+@click.command(cls=JsonCommand)
+@click.argument("job_id", callback=check_job_id)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handles_errors
 def cancel(job_id: str, as_json: bool) -> None:

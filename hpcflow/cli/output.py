@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +45,53 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
+_TERMINAL_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def print_script(text: str) -> None:
+    """Print a rendered batch script: byte-exact (UTF-8) when stdout is a file or a pipe, so
+    ``hpcflow submit --dry-run job.yaml > job.sbatch`` gives the script that would be submitted.
+
+    On a terminal, control characters other than newline and tab (an ANSI escape in an ``env``
+    value, say) are shown escaped as ``\\xNN``, so the script cannot redraw the screen; a note
+    on stderr says so.
+    """
+    sys.stdout.flush()
+    out = sys.stdout.buffer
+    if out.isatty() and _TERMINAL_CONTROL_RE.search(text):
+        text = _TERMINAL_CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+        click.echo("hpcflow: control characters in the script are shown as \\xNN; redirect the "
+                   "output to a file for the exact script", err=True)
+    out.write(text.encode("utf-8"))
+    out.flush()
+
+
+class JsonCommand(click.Command):
+    """A command whose usage errors (a malformed argument, an option out of range) come in the
+    JSON envelope, with click's exit code 2, when ``--json`` is among its arguments."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        words = list(args)
+        wants_json = "--json" in (words[: words.index("--")] if "--" in words else words)
+        try:
+            return super().make_context(info_name, words, parent=parent, **extra)
+        except click.ClickException as exc:
+            if not wants_json:
+                raise
+            _report(exc.format_message(), "UsageError", exc.exit_code, True)
+            sys.exit(exc.exit_code)
+
+
+def check_job_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """click callback: refuse what is not a Slurm job id before Slurm is asked (exit 2)."""
+    from hpcflow.jobs import service
+
+    if value is not None and (problem := service.job_id_problem(value)):
+        raise click.BadParameter(problem)
+    return value
+
+
 def handles_errors(func: F) -> F:
     """Decorator: turn :class:`HpcflowError` into a clean message and its exit code.
 
@@ -62,12 +110,17 @@ def handles_errors(func: F) -> F:
         except HpcflowError as exc:
             if debug:
                 traceback.print_exc()
-            _report(exc, type(exc).__name__, exc.exit_code, as_json)
+            _report(str(exc), type(exc).__name__, exc.exit_code, as_json, getattr(exc, "data", None))
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except click.exceptions.ClickException as exc:
+            if not as_json:
+                raise
+            _report(exc.format_message(), "UsageError", exc.exit_code, True)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no bare traceback
             if debug:
@@ -75,16 +128,16 @@ def handles_errors(func: F) -> F:
             hint = "" if debug else "; run with --debug for the traceback"
             wrapped = RuntimeError(f"internal error ({type(exc).__name__}: {exc}); this is a bug in "
                                    f"hpcflow, please report it{hint}")
-            _report(wrapped, "InternalError", 1, as_json)
+            _report(str(wrapped), "InternalError", 1, as_json)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 
 
-def _report(exc: BaseException, kind: str, code: int, as_json: bool) -> None:
+def _report(message: str, kind: str, code: int, as_json: bool, data: Any = None) -> None:
     if as_json:
-        envelope = {"ok": False, "data": getattr(exc, "data", None),
-                    "error": {"type": kind, "message": str(exc), "exit_code": code}}
+        envelope = {"ok": False, "data": data,
+                    "error": {"type": kind, "message": message, "exit_code": code}}
         click.echo(json.dumps(envelope, indent=2))
     else:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {message}", err=True)

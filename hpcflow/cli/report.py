@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from hpcflow.cli.output import emit_json, handles_errors, print_table
+from hpcflow.cli.output import JsonCommand, check_job_id, emit_json, handles_errors, print_table
 
 
-@click.command()
-@click.argument("job_id")
+@click.command(cls=JsonCommand)
+@click.argument("job_id", callback=check_job_id)
 @click.option("--svg", "svg_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the timeline picture [default: <run_dir>/report-<JOBID>.svg].")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

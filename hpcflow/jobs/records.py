@@ -115,11 +115,6 @@ def write_run_files(run_dir: Path, spec_text: str, script_text: str) -> Path:
     return script
 
 
-#: Where a refused submission's script goes when the run directory already held another job's
-#: spec and script (those are put back, so a refusal never overwrites what a job ran).
-REFUSED_SCRIPT = "refused.sbatch"
-
-
 def read_run_files(run_dir: Path) -> dict[str, str | None]:
     """The current spec and script of a run directory (``None`` for a file that is absent)."""
     out: dict[str, str | None] = {}
@@ -131,26 +126,34 @@ def read_run_files(run_dir: Path) -> dict[str, str | None]:
     return out
 
 
-def restore_run_files(run_dir: Path, previous: dict[str, str | None]) -> Path:
-    """Undo :func:`write_run_files` after sbatch refused the job.
+def missing_dirs(path: Path) -> list[Path]:
+    """The folders of ``path`` that do not exist yet, deepest first (what a ``mkdir -p`` of it
+    would create, and so what undoing it removes)."""
+    out = []
+    while not path.exists() and path.parent != path:
+        out.append(path)
+        path = path.parent
+    return out
 
-    When the run directory held no spec or script before, the refused ones stay where they are
-    (nothing is lost) and the script's path is returned. Otherwise the refused script moves to
-    ``.hpcflow/refused.sbatch``, the previous files are put back, and that path is returned.
+
+def undo_run_files(run_dir: Path, previous: dict[str, str | None], created: list[Path]) -> None:
+    """Undo :func:`write_run_files` after a refused submission: the run directory is left as it
+    was. The spec and script of the job that used it before are put back, files that were not
+    there are removed, and so are the (empty) folders in ``created`` (from :func:`missing_dirs`).
     """
-    script = run_dir / SCRIPT_FILE
-    if all(text is None for text in previous.values()):
-        return script
-    refused = state_dir(run_dir) / REFUSED_SCRIPT
-    os.replace(script, refused)
     for name, text in previous.items():
+        path = run_dir / name
         if text is None:
-            (run_dir / name).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
         else:
-            write_atomic(run_dir / name, text)
-    if previous.get(SCRIPT_FILE) is not None:
-        script.chmod(0o755)
-    return refused
+            write_atomic(path, text)
+            if name == SCRIPT_FILE:
+                path.chmod(0o755)
+    for folder in created:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (someone else wrote there) or already gone: keep it
+            pass
 
 
 def check_index_writable() -> Path:

@@ -6,8 +6,11 @@ Python API, a remote head node) drive the same code.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ import yaml
 from hpcflow.errors import SlurmQueryError, SubmitError
 from hpcflow.jobs import records
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
+from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.slurm.render import render_sbatch
 from hpcflow.spec.job import JobSpec, load_job_spec
@@ -57,19 +61,22 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
            client: SlurmClient | None = None, python: str | None = None) -> SubmitResult:
     """Validate, render and (unless ``dry_run``) submit a job.
 
-    Nothing is written before the spec validates and the script renders. Then the spec and
-    the script go into the run directory, ``sbatch`` submits the script, and the job id is
-    recorded in ``submissions.jsonl`` and in the per-user index.
+    Nothing is written before the spec validates, the script renders and the run directory
+    passes :func:`check_run_dir` (a dry run checks it too). Then the spec and the script go into
+    the run directory, ``sbatch`` submits the script, and the job id is recorded in
+    ``submissions.jsonl`` and in the per-user index.
 
     Raises:
         SpecError: the spec or an override is invalid (nothing written).
         SubmitError: the run directory or hpcflow's job index cannot be written (nothing
-            submitted), or sbatch refused the job (the message carries its stderr and the path of
-            the kept script; a spec and script already in the run directory are put back).
+            submitted), or sbatch refused the job (the message carries its stderr). A refused
+            submission leaves the run directory as it was: files and folders it created are
+            removed, and the spec and script of the job that used it before are put back.
     """
     spec = load_job_spec(spec_path, overrides)
     script = render_sbatch(spec, python=python or sys.executable)
     run_dir = Path(spec.run_dir)
+    check_run_dir(run_dir)
     if dry_run:
         return SubmitResult(None, run_dir, script, None, name=spec.name)
     try:
@@ -78,14 +85,13 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
         raise SubmitError(f"cannot write hpcflow's job index in {records.hpcflow_home()} "
                           f"({exc.strerror or exc}); set HPCFLOW_HOME to a folder you can write"
                           ) from None
-    if run_dir.exists() and not run_dir.is_dir():
-        raise SubmitError(f"run_dir: {str(run_dir)!r} is a file; run_dir must be a folder (it is "
-                          "created when missing)")
     _check_run_dir_free(run_dir, client)
     previous = records.read_run_files(run_dir)
+    created = records.missing_dirs(state_dir(run_dir))
     try:
         script_path = records.write_run_files(run_dir, spec_yaml(spec), script)
     except OSError as exc:
+        records.undo_run_files(run_dir, previous, created)
         raise SubmitError(f"run_dir: cannot write the job files into {str(run_dir)!r} "
                           f"({exc.strerror or exc}); run_dir must be a folder you can create and "
                           "write") from None
@@ -93,11 +99,53 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     try:
         job_id = client.submit(script_path, chdir=run_dir)
     except SubmitError as exc:
-        kept = records.restore_run_files(run_dir, previous)
-        raise SubmitError(f"{exc}\n(the rendered script is kept at {kept})") from None
+        records.undo_run_files(run_dir, previous, created)
+        raise SubmitError(f"{exc}\n(run_dir is left as it was; `hpcflow submit --dry-run` "
+                          "with the same spec and --set options prints the script)") from None
     rec = records.JobRecord(job_id, spec.name, str(run_dir), records.now())
     records.record_submission(rec, script, spec_yaml(spec))
     return SubmitResult(job_id, run_dir, script, script_path, name=spec.name)
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse a run directory that cannot be a folder hpcflow writes, leaving nothing behind.
+
+    The deepest existing folder of ``run_dir`` (itself, or the ancestor it would be created
+    in) must be a folder in which a folder can be created: it is tried with a temporary folder
+    that is removed at once (root passes permission checks, so only trying tells ``/proc/1``
+    apart from a writable folder).
+
+    Raises:
+        SubmitError: run_dir or one of its parents is a file or device, a symlink loop, a path
+            the system refuses (too long), or a folder that cannot be written.
+    """
+    shown = repr(str(run_dir))
+    path = run_dir
+    while True:
+        try:
+            info = os.stat(path)
+            break
+        except FileNotFoundError:
+            if path.parent == path:
+                raise SubmitError(f"run_dir: {shown}: no folder of it exists") from None
+            path = path.parent
+        except NotADirectoryError:
+            raise SubmitError(f"run_dir: {shown}: a part of it is a file, not a folder; run_dir "
+                              "must be a folder (it is created when missing)") from None
+        except OSError as exc:
+            raise SubmitError(f"run_dir: {shown}: cannot use it ({exc.strerror or exc})") from None
+    if not stat.S_ISDIR(info.st_mode):
+        what = "a file" if stat.S_ISREG(info.st_mode) else "not a folder"
+        where = "" if path == run_dir else f" ({str(path)!r})"
+        raise SubmitError(f"run_dir: {shown}{where} is {what}; run_dir must be a folder (it is "
+                          "created when missing)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".hpcflow-check-", dir=path))
+    except OSError as exc:
+        where = "in it" if path == run_dir else f"in {str(path)!r}"
+        raise SubmitError(f"run_dir: {shown}: cannot create folders {where} "
+                          f"({exc.strerror or exc}); run_dir must be a folder you can write"
+                          ) from None
 
 
 def _check_run_dir_free(run_dir: Path, client: SlurmClient | None) -> None:

@@ -35,7 +35,7 @@ from hpcflow.spec.cluster_types import (
     SlurmValue,
     SubnetId,
 )
-from hpcflow.spec.loading import apply_overrides, load_yaml_bounded, spec_error
+from hpcflow.spec.loading import apply_overrides, parse_yaml_bounded, read_spec_text, spec_error
 
 # ParallelCluster 3.16.1 Image.Os choices (ClusterSchema error text, seen with 3.16.1).
 OS_CHOICES = ("alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rocky8", "rhel9", "rocky9")
@@ -358,8 +358,10 @@ def validate_cluster_spec(data: dict[str, Any], source: str) -> ClusterSpec:
 
 
 # A real cluster config or spec is a few thousand YAML values (50 queues x 50 compute resources
-# at most); the bound only stops alias bombs (``hpcflow.spec.loading.load_yaml_bounded``).
+# at most); the bound only stops alias bombs (``hpcflow.spec.loading.parse_yaml_bounded``).
 MAX_YAML_NODES = 200_000
+#: The largest cluster spec or config file read, in bytes (a 50-queue config is about 100 KiB).
+MAX_YAML_BYTES = 4 * 1024 * 1024
 
 
 def load_yaml_file(path: str | Path) -> dict[str, Any]:
@@ -371,13 +373,8 @@ def load_yaml_file(path: str | Path) -> dict[str, Any]:
             a mapping; the message names the file.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{p}: cannot read: {exc}") from None
-    data = load_yaml_bounded(text, max_nodes=MAX_YAML_NODES, source=str(p))
+    text = read_spec_text(p, max_bytes=MAX_YAML_BYTES)  # /dev/zero is refused, not read forever
+    data = parse_yaml_bounded(text, str(p), max_nodes=MAX_YAML_NODES)
     if data is None:
         return {}
     if not isinstance(data, dict):

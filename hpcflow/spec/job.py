@@ -28,7 +28,16 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from hpcflow.spec.loading import apply_overrides, load_yaml_mapping, validate_model
+from hpcflow.spec.envnames import env_name_problem
+from hpcflow.spec.loading import (
+    apply_overrides,
+    parse_yaml_bounded,
+    read_spec_text,
+    source_name,
+    validate_model,
+    yaml_mapping,
+)
+from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F401 - re-exported
 
 #: Slurm checks ``--signal`` times on a timer, so the signal may come up to 60 s away from the
 #: requested lead (sbatch(1), ``--signal``: "the signal may be sent up to 60 seconds earlier than
@@ -49,9 +58,28 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # all replacement off; '"' would end the quoted #SBATCH value. Control characters (newline) would
 # end the #SBATCH line.
 _RUN_DIR_FORBIDDEN = {'"': "a double quote", "%": "'%'", "\\": "a backslash"}
-_TIME_FORMS = '"MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM" or "D-HH:MM:SS"'
 
 StrictInt = Annotated[int, Field(strict=True)]
+
+# Upper bounds: far above any real job, low enough that no value wraps in bash arithmetic
+# (64-bit) or reaches an #SBATCH line Slurm would misread.
+#: More nodes than any Slurm cluster has (Frontier: 9,408).
+MAX_NODES = 100_000
+#: slurm.conf(5) MaxTasksPerNode: "The value may not exceed 65533".
+MAX_TASKS_PER_NODE = 65533
+#: No node has more GPUs (8 is common; 16 is the most sold in one chassis).
+MAX_GPUS_PER_NODE = 64
+#: More hardware threads than any node has.
+MAX_CPUS_PER_TASK = 4096
+#: The batch script compares SLURM_RESTART_COUNT with this in bash arithmetic.
+MAX_REQUEUES = 1000
+MAX_CHECKPOINT_KEEP = 10_000
+MAX_INTERVAL_STEPS = 10**12
+#: execve(2): one argument or environment string may hold at most 128 KiB (MAX_ARG_STRLEN).
+MAX_TEXT_CHARS = 32 * 1024
+#: Linux NAME_MAX (one path component) and PATH_MAX (a whole path), in bytes (limits.h).
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4095
 
 
 # --------------------------------------------------------------------------------------------
@@ -70,6 +98,9 @@ def _scalar_to_str(value: Any) -> Any:
 def _no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain a NUL character (it cannot be passed to a program)")
+    if len(value) > MAX_TEXT_CHARS:
+        raise ValueError(f"must be at most {MAX_TEXT_CHARS} characters (Linux refuses one argument "
+                         "or environment string over 128 KiB: execve(2), MAX_ARG_STRLEN)")
     return value
 
 
@@ -83,8 +114,8 @@ def _env_name(value: str) -> str:
             "an environment variable name must match [A-Za-z_][A-Za-z0-9_]* "
             "(letters, digits and '_', not starting with a digit)"
         )
-    if value.startswith("HPCFLOW_"):
-        raise ValueError("names starting with HPCFLOW_ are set by hpcflow (docs/protocol.md)")
+    if problem := env_name_problem(value):
+        raise ValueError(problem)
     return value
 
 
@@ -98,59 +129,20 @@ def _path_text(value: Any) -> str:
         raise ValueError("must be a non-empty path string")
     if _CONTROL_RE.search(value):
         raise ValueError("must not contain control characters such as a newline")
+    encoded = value.encode("utf-8", "surrogatepass")
+    if len(encoded) > PATH_MAX_BYTES or any(len(part) > NAME_MAX_BYTES for part in encoded.split(b"/")):
+        raise ValueError(f"is too long: Linux allows {NAME_MAX_BYTES} bytes per path component "
+                         f"and {PATH_MAX_BYTES} bytes per path (NAME_MAX, PATH_MAX)")
     return value
 
 
-def parse_time_limit(value: str | int) -> int:
-    """Parse a Slurm time limit into seconds.
-
-    Accepts the forms of sbatch(1) ``--time``: ``"MM"``, ``"MM:SS"``, ``"HH:MM:SS"``,
-    ``"D-HH"``, ``"D-HH:MM"``, ``"D-HH:MM:SS"``, or an int of minutes. ``0``, ``INFINITE`` and
-    ``UNLIMITED`` (no limit) are refused: the preemption signal is timed from the limit.
-
-    Returns:
-        The limit in seconds (Slurm itself rounds a limit up to whole minutes).
-
-    Raises:
-        ValueError: the text is none of the forms above, a field is out of range, or it is zero.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"must be a string in one of the forms {_TIME_FORMS}")
-    if isinstance(value, int):
-        text = str(value)
-    else:
-        text = value.strip()
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
-    if not m:
-        raise ValueError(f"is not a Slurm time; use one of {_TIME_FORMS}")
-    days_s, first, second, third = m.groups()
-    a, b, c = int(first), (int(second) if second else None), (int(third) if third else None)
-    if days_s is not None:  # D-HH[:MM[:SS]]
-        hours, minutes, seconds = a, b or 0, c or 0
-        if hours > 23:
-            raise ValueError(f"hours must be 0-23 after 'D-'; use one of {_TIME_FORMS}")
-        total = ((int(days_s) * 24 + hours) * 60 + minutes) * 60 + seconds
-        sub = [x for x in (b, c) if x is not None]
-    elif c is not None:  # HH:MM:SS
-        total, sub = (a * 60 + (b or 0)) * 60 + c, [b or 0, c]
-    elif b is not None:  # MM:SS
-        total, sub = a * 60 + b, [b]
-    else:  # MM
-        total, sub = a * 60, []
-    if any(x > 59 for x in sub):
-        raise ValueError(f"minutes and seconds must be 0-59; use one of {_TIME_FORMS}")
-    if total <= 0:
-        raise ValueError("must be more than zero (a job without a time limit gets no signal)")
-    return total
-
-
-def format_time_limit(seconds: int) -> str:
-    """``5400`` -> ``"01:30:00"``; ``93784`` -> ``"1-02:03:04"`` (sbatch(1) ``--time`` forms)."""
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    hms = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}-{hms}" if days else hms
+def _program_name(value: str) -> str:
+    """An executable as srun and torchrun take it, never one of their options. Whether a
+    relative path is allowed depends on program.workdir (:meth:`ProgramSpec._relative_paths`)."""
+    value = _path_text(value)
+    if value.startswith("-"):
+        raise ValueError("must not start with '-': srun would read it as one of its own options")
+    return value
 
 
 def _time_limit(value: Any) -> str:
@@ -173,14 +165,21 @@ class ProgramSpec(_Model):
         description="Python module to run as ``python -m MODULE`` on every rank (give this or argv).",
     )
     args: list[Text] = Field(
+        json_schema_extra={"limits": f"each at most {MAX_TEXT_CHARS} characters, no NUL"},
         default=[],
         description="Arguments after the module; passed literally (no shell expansion).",
     )
     argv: list[Text] | None = Field(
+        json_schema_extra={"limits": "a program first: an absolute path, a command name, or a path "
+                                     "relative to workdir; each item as for args"},
         default=None,
-        description="Full command line to run on every rank instead of a module, e.g. [./train, --lr, 1e-3].",
+        description=(
+            "Full command line to run on every rank instead of a module, e.g. [/opt/bin/train, "
+            "--lr, 1e-3]; the program is an absolute path or a command on PATH."
+        ),
     )
     python: str | None = Field(
+        json_schema_extra={"limits": "an absolute path, a command name, or relative to workdir"},
         default=None,
         description=(
             "Python interpreter for module (and torchrun); default: the one that runs hpcflow submit."
@@ -212,14 +211,19 @@ class ProgramSpec(_Model):
     @field_validator("argv")
     @classmethod
     def _argv_shape(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and (not value or not value[0] or value[0].startswith("-")):
+        if value is not None and (not value or not value[0]):
             raise ValueError("must be a non-empty list whose first item is the program to run")
+        if value is not None:
+            try:
+                _program_name(value[0])
+            except ValueError as exc:
+                raise ValueError(f"its first item, the program, {exc}") from None
         return value
 
     @field_validator("python")
     @classmethod
     def _python_path(cls, value: str | None) -> str | None:
-        return None if value is None else _path_text(value)
+        return None if value is None else _program_name(value)
 
     @field_validator("workdir", mode="before")
     @classmethod
@@ -230,6 +234,21 @@ class ProgramSpec(_Model):
         if not os.path.isabs(text):
             raise ValueError("must be absolute here (in a spec file it is relative to the file)")
         return Path(os.path.normpath(text))
+
+    @model_validator(mode="after")
+    def _relative_paths(self) -> ProgramSpec:
+        """Without workdir the ranks start in run_dir: a relative program path would be looked up
+        there, which is never what a spec file's relative path meant."""
+        if self.workdir is not None:
+            return self
+        problems = []
+        for path, value in (("argv", (self.argv or [None])[0]), ("python", self.python)):
+            if value is not None and "/" in value and not os.path.isabs(value):
+                problems.append((path, value, "must be an absolute path or a command name looked "
+                                 "up on PATH; a relative path would be looked up in run_dir, where "
+                                 "the ranks start (or set program.workdir)"))
+        _raise_problems(problems)
+        return self
 
     @model_validator(mode="after")
     def _module_or_argv(self) -> ProgramSpec:
@@ -284,11 +303,12 @@ class PreemptionSpec(_Model):
     """How the job is warned before its time limit and how often it may requeue itself."""
 
     signal_lead_s: StrictInt = Field(
+        json_schema_extra={"limits": f"{MIN_SIGNAL_LEAD_S} to {MAX_SIGNAL_LEAD_S:,}, below time_limit"},
         default=120,
         description="Seconds before the time limit that Slurm sends USR1 (step + save + 60 s jitter).",
     )
     max_requeues: StrictInt = Field(
-        default=3, ge=0,
+        default=3, ge=0, le=MAX_REQUEUES,
         description=(
             "Requeue after a committed preemption checkpoint while SLURM_RESTART_COUNT is below this."
         ),
@@ -320,12 +340,17 @@ class CheckpointSpec(_Model):
     """Where and how often the runtime saves checkpoints."""
 
     dir: Path | None = Field(
+        json_schema_extra={"limits": "inside run_dir when relative, not run_dir itself; as run_dir"},
         default=None,
-        description="Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir.",
+        description=(
+            "Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir "
+            "and must stay inside it; never run_dir itself."
+        ),
     )
-    keep: StrictInt = Field(default=3, ge=1, description='Keep the last N committed checkpoints.')
+    keep: StrictInt = Field(
+        default=3, ge=1, le=MAX_CHECKPOINT_KEEP, description='Keep the last N committed checkpoints.')
     interval_steps: StrictInt = Field(
-        default=0, ge=0,
+        default=0, ge=0, le=MAX_INTERVAL_STEPS,
         description="Save every N steps; 0 saves only when preempted.",
     )
 
@@ -351,17 +376,23 @@ class JobSpec(_Model):
     name: str = Field(
         description="Job name (--job-name, and %x in the log file name): 1-64 of [A-Za-z0-9._-].",
     )
-    nodes: StrictInt = Field(default=1, ge=1, description='Number of nodes (--nodes).')
+    nodes: StrictInt = Field(
+        default=1, ge=1, le=MAX_NODES, description='Number of nodes (--nodes).')
     tasks_per_node: StrictInt = Field(
-        default=1, ge=1,
-        description="Ranks per node (--ntasks-per-node); usually one per GPU.",
+        default=1, ge=1, le=MAX_TASKS_PER_NODE,
+        description=(
+            "Ranks per node (--ntasks-per-node); with GPUs it defaults to, and must equal, "
+            "gpus_per_node."
+        ),
     )
     gpus_per_node: StrictInt = Field(
-        default=0, ge=0,
+        default=0, ge=0, le=MAX_GPUS_PER_NODE,
         description="GPUs per node (--gpus-per-node); 0 on CPU-only nodes.",
     )
-    cpus_per_task: StrictInt = Field(default=1, ge=1, description='CPU cores per rank (--cpus-per-task).')
+    cpus_per_task: StrictInt = Field(
+        default=1, ge=1, le=MAX_CPUS_PER_TASK, description='CPU cores per rank (--cpus-per-task).')
     time_limit: Annotated[str, BeforeValidator(_time_limit)] = Field(
+        json_schema_extra={"limits": "more than 0, at most 365 days"},
         description='Wall-time limit (--time): "MM", "HH:MM:SS", "D-HH:MM:SS", ...; kept as [D-]HH:MM:SS.',
     )
     partition: str | None = Field(
@@ -373,10 +404,19 @@ class JobSpec(_Model):
         description="Slurm account to charge (--account); default: the user's default account.",
     )
     run_dir: Path = Field(
+        json_schema_extra={"limits": (
+            f"no double quote, % or backslash; {NAME_MAX_BYTES} bytes per path component, "
+            f"{PATH_MAX_BYTES} in all"
+        )},
         description="Run directory for logs, ledger and checkpoints; relative to the spec file's folder.",
     )
     program: ProgramSpec = Field(description='The program every rank runs.')
     env: dict[EnvName, Text] = Field(
+        json_schema_extra={"limits": (
+            "names: [A-Za-z_][A-Za-z0-9_]*, not Slurm's own (SLURM_JOB_*, SLURM_ARRAY_*, "
+            "SLURM_RESTART_COUNT, SBATCH_*, ...), bash's read-only or special ones (UID, IFS, ...), "
+            f"nor HPCFLOW_*/hpcflow_*; values: at most {MAX_TEXT_CHARS} characters, no NUL"
+        )},
         default={},
         description="Extra environment variables for the program; values are passed literally.",
     )
@@ -452,9 +492,51 @@ class JobSpec(_Model):
         given = ckpt.get("dir")
         if given is None:
             given = "checkpoints"
-        if isinstance(given, str | PurePath) and not os.path.isabs(given):
-            ckpt = {**ckpt, "dir": os.path.normpath(os.path.join(run_dir, given))}
+        if isinstance(given, str | PurePath) and str(given) and not os.path.isabs(given):
+            placed = os.path.normpath(os.path.join(run_dir, given))
+            if _is_under(placed, os.path.normpath(run_dir)):
+                ckpt = {**ckpt, "dir": placed}
+            # else: left relative, and refused by _checkpoint_dir_placed with the reason
         return {**data, "checkpoint": ckpt}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_tasks_per_node(cls, data: Any) -> Any:
+        """One rank per GPU: tasks_per_node defaults to gpus_per_node when GPUs are given."""
+        if isinstance(data, dict) and "tasks_per_node" not in data:
+            gpus = data.get("gpus_per_node")
+            if type(gpus) is int and 0 < gpus <= MAX_GPUS_PER_NODE:
+                return {**data, "tasks_per_node": gpus}
+        return data
+
+    @model_validator(mode="after")
+    def _one_rank_per_gpu(self) -> JobSpec:
+        """Every GPU gets a rank: srun starts tasks_per_node ranks per node, and torchrun starts
+        tasks_per_node processes (--nproc-per-node) in its one task per node."""
+        gpus, tasks = self.gpus_per_node, self.tasks_per_node
+        if gpus and tasks != gpus:
+            how = ("torchrun starts tasks_per_node processes per node (--nproc-per-node)"
+                   if self.launcher == "torchrun" else "srun starts tasks_per_node ranks per node")
+            _raise_problems([("tasks_per_node", tasks,
+                              f"must equal gpus_per_node ({gpus}): {how}, one per GPU, so "
+                              f"{tasks} rank(s) would leave GPUs idle or share them; leave "
+                              "tasks_per_node out to get one rank per GPU")])
+        return self
+
+    @model_validator(mode="after")
+    def _checkpoint_dir_placed(self) -> JobSpec:
+        """checkpoint.dir is a folder of its own: not run_dir, and a relative one stays in it."""
+        given = self.checkpoint.dir
+        if given is not None and not given.is_absolute():
+            _raise_problems([("checkpoint.dir", str(given),
+                              f"a relative path is a folder under run_dir ({str(self.run_dir)!r}) "
+                              "and must stay inside it; give an absolute path for a folder "
+                              "elsewhere")])
+        if given is not None and given == self.run_dir:
+            _raise_problems([("checkpoint.dir", str(given),
+                              "must not be run_dir itself: the checkpoint manager prunes and "
+                              "cleans up folders in it; use a sub-folder such as checkpoints")])
+        return self
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobSpec:
@@ -495,6 +577,11 @@ class JobSpec(_Model):
     def ntasks(self) -> int:
         """Total ranks: nodes x tasks_per_node."""
         return self.nodes * self.tasks_per_node
+
+
+def _is_under(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or inside it (both normalised, absolute)."""
+    return os.path.commonpath([path, folder]) == folder
 
 
 def _layout_problems(spec: JobSpec, layout: ParallelismSpec) -> list[tuple[str, Any, str]]:
@@ -549,8 +636,10 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
             invalid; the message lists every problem with its field path, value and what is allowed.
     """
     p = Path(path)
-    data = load_yaml_mapping(p)
-    data = _literal_scalars(data, p.read_text(encoding="utf-8"))
+    text = read_spec_text(p)
+    source = source_name(p)
+    data = yaml_mapping(parse_yaml_bounded(text, source), source)
+    data = _literal_scalars(data, text)
     base = p.absolute().parent
     run_dir = data.get("run_dir")
     if isinstance(run_dir, str) and run_dir and not _CONTROL_RE.search(run_dir):
@@ -568,7 +657,7 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
             data["run_dir"] = os.path.abspath(os.path.expanduser(data["run_dir"]))
         elif key == "time_limit" or key.startswith("env."):
             _keep_override_text(data, key.split("."), raw.strip())
-    return validate_model(JobSpec, data, str(p))
+    return validate_model(JobSpec, data, source)
 
 
 _NUMERIC_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
@@ -578,7 +667,7 @@ def _literal_scalars(data: dict[str, Any], text: str) -> dict[str, Any]:
     """Put back the written text of unquoted scalars YAML turned into numbers or booleans."""
     try:
         root = yaml.compose(text)
-    except yaml.YAMLError:  # pragma: no cover - load_yaml_mapping already parsed it
+    except yaml.YAMLError:  # pragma: no cover - parse_yaml_bounded already parsed it
         return data
     if not isinstance(root, yaml.MappingNode):
         return data

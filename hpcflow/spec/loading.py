@@ -1,98 +1,59 @@
-"""Shared spec plumbing: read a YAML mapping, apply ``--set key=value`` overrides, and turn a
-pydantic ``ValidationError`` into a :class:`~hpcflow.errors.SpecError` whose lines each name the
-field path, the value and what is allowed.
+"""Shared spec plumbing: apply ``--set key=value`` overrides, and turn a pydantic
+``ValidationError`` into a :class:`~hpcflow.errors.SpecError` whose lines each name the field
+path, the value and what is allowed. Reading YAML within bounds lives in
+:mod:`hpcflow.spec.yamlread` and is re-exported here (``load_yaml_bounded``,
+``load_yaml_mapping``, ...), so a spec module needs only this import.
 
 Used by both the job spec and the cluster spec.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from hpcflow.errors import SpecError
-
-_MAX_VALUE_CHARS = 60
-
-
-def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
-    """Read a YAML file whose top level must be a mapping.
-
-    Raises:
-        SpecError: the file is missing, unreadable, not YAML, or not a mapping; the message names
-            the file and, for YAML syntax errors, the line and column.
-    """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{p}: cannot read: {exc}") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except _DuplicateKey as exc:
-        raise SpecError(f"{p}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"{p}: not valid YAML{where}: {problem}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SpecError(f"{p}: the top level must be a mapping of fields, got {type(data).__name__}")
-    return data
-
-
-class _DuplicateKey(Exception):
-    pass
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last
-    one silently, so a typo'd second ``nodes:`` would win unnoticed)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _value in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            line = key_node.start_mark.line + 1
-            try:
-                hash(key)
-            except TypeError:
-                continue  # an unhashable key: the base loader reports it
-            if key in seen:
-                raise _DuplicateKey(f"key {key!r} is given twice (lines {seen[key]} and {line}); "
-                                    "keep one")
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
+from hpcflow.spec.messages import format_loc, source_name
+from hpcflow.spec.messages import short_value as _short
+from hpcflow.spec.yamlread import (  # noqa: F401 - re-exported: the spec loaders' one import
+    MAX_SPEC_BYTES,
+    MAX_SPEC_DEPTH,
+    MAX_SPEC_NODES,
+    load_yaml_bounded,
+    load_yaml_mapping,
+    parse_yaml_bounded,
+    read_spec_text,
+    yaml_mapping,
+    yaml_node_end,
+)
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
     """Return a copy of ``data`` with ``key.sub=value`` overrides applied.
 
     Values are parsed as YAML scalars/flow collections (``nodes=4`` gives an int,
-    ``program.args=[--steps, "10"]`` a list); ``key=`` sets an empty string. Intermediate
-    mappings are created when missing.
+    ``program.args=[--steps, "10"]`` a list); ``key=`` sets an empty string. A scalar followed
+    by `` #...`` keeps its whole text (``env.NOTE=run #2`` is ``"run #2"``, not a YAML comment);
+    a list or mapping followed by one is refused. Intermediate mappings are created when
+    missing.
 
     Raises:
-        SpecError: an override lacks ``=``, has an empty key, or descends into a non-mapping.
+        SpecError: an override lacks ``=``, has an empty key, descends into a non-mapping, or
+            its value is nested too deep (the bounds of :func:`parse_yaml_bounded`).
     """
+    overrides = list(overrides)
+    if not overrides:
+        return dict(data)
     result: dict[str, Any] = _deep_copy(data)
     for item in overrides:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key or any(not part for part in key.split(".")):
             raise SpecError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. nodes=2")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
+        value = _override_value(key, raw)
         node: dict[str, Any] = result
         parts = key.split(".")
         for depth, part in enumerate(parts[:-1]):
@@ -100,11 +61,32 @@ def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[s
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                path = ".".join(parts[: depth + 1])
-                raise SpecError(f"--set {item!r}: {path} is not a mapping, cannot set {key}")
+                raise SpecError(f"--set {item!r}: {format_loc(parts[: depth + 1])} is not a "
+                                f"mapping, cannot set {format_loc(parts)}")
             node = child
         node[parts[-1]] = value
     return result
+
+
+def _override_value(key: str, raw: str) -> Any:
+    """The value of ``--set KEY=RAW``: a YAML scalar or flow collection, else the text."""
+    if not raw.strip():
+        return ""
+    try:
+        value = parse_yaml_bounded(raw, source_name(f"--set {key}"))
+    except SpecError as exc:
+        if "not valid YAML" in str(exc):
+            return raw
+        raise
+    end = yaml_node_end(raw)
+    if end is not None and raw[end:].strip():
+        # ' #' started a YAML comment: `--set 'env.NOTE=run #2'` means the text "run #2".
+        if isinstance(value, dict | list):
+            raise SpecError(f"{source_name(f'--set {key}')}: {_short(raw)}: ' #' starts a YAML "
+                            f"comment, which would drop {_short(raw[end:].strip())} from the "
+                            "value; quote the items that hold '#'")
+        return raw.strip()
+    return value
 
 
 def _deep_copy(value: Any) -> Any:
@@ -115,20 +97,32 @@ def _deep_copy(value: Any) -> Any:
     return value
 
 
-def format_loc(loc: Iterable[Any]) -> str:
-    """``("queues", 1, "name")`` -> ``"queues[1].name"``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
+def text_problems(data: Any, source: str, loc: tuple[Any, ...] = ()) -> list[str]:
+    """Lines naming every key or string in ``data`` that is not valid Unicode text.
+
+    YAML's ``"\\ud800"`` escape and ``--set`` with bytes that are not UTF-8 give lone
+    surrogates: Python holds them, but no file, environment or ``#SBATCH`` line can. ``data``
+    must be bounded (as :func:`parse_yaml_bounded` returns it): shared values are walked again.
+    """
+    out: list[str] = []
+    if isinstance(data, str):
+        if _SURROGATE_RE.search(data):
+            out.append(f"{source}: {format_loc(loc)}: {_short(data)}: not valid Unicode text "
+                       "(a lone surrogate such as \\ud800 cannot be written to a file)")
+    elif isinstance(data, Mapping):
+        for key, value in data.items():
+            if isinstance(key, str) and _SURROGATE_RE.search(key):
+                out.append(f"{source}: {format_loc((*loc, key))}: the key is not valid Unicode "
+                           "text (a lone surrogate such as \\ud800)")
+                continue
+            out += text_problems(value, source, (*loc, key))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            out += text_problems(value, source, (*loc, i))
+    return out
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def spec_error(exc: ValidationError, source: str) -> SpecError:
@@ -142,9 +136,12 @@ def spec_error(exc: ValidationError, source: str) -> SpecError:
         exc: the pydantic error.
         source: the file (or "--set") the data came from, put in front of every line.
     """
+    source = source_name(source)
     problems = []
     for err in exc.errors(include_url=False):
-        loc = [p for p in err.get("loc", ()) if not (isinstance(p, str) and p.startswith("function-"))]
+        # pydantic marks a dict key's own error with a trailing "[key]": the path names the key.
+        loc = [p for p in err.get("loc", ())
+               if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]"))]
         path = format_loc(loc)
         msg = err.get("msg", "invalid")
         if err.get("type") == "extra_forbidden":
@@ -160,84 +157,22 @@ def spec_error(exc: ValidationError, source: str) -> SpecError:
 
 
 def validate_model(model: type[BaseModel], data: Mapping[str, Any], source: str) -> Any:
-    """``model.model_validate(data)``, raising :func:`spec_error` on failure."""
+    """``model.model_validate(data)``, raising :func:`spec_error` on failure.
+
+    Raises:
+        SpecError: a string or key is not valid Unicode (:func:`text_problems`), or the model
+            refuses the data.
+    """
+    source = source_name(source)
+    if isinstance(data, Mapping) and data and not any(key in model.model_fields for key in data):
+        raise SpecError(f"{source}: none of its {len(data)} top-level keys is a field of "
+                        f"{model.__name__} ({', '.join(list(model.model_fields)[:4])}, ...); is "
+                        "this the right file?")
+    if problems := text_problems(data, source):
+        header = f"{source}: {len(problems)} problem(s) in the spec"
+        raise SpecError(header + "\n  " + "\n  ".join(problems), problems)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise spec_error(exc, source) from None
 
-
-def load_yaml_bounded(text: str, *, max_nodes: int, source: str = "<string>") -> Any:
-    """Parse YAML like :func:`yaml.safe_load`, refusing a document whose aliases expand past
-    ``max_nodes`` nodes, and a key given twice in one mapping.
-
-    YAML aliases let a few hundred bytes stand for billions of items (the "billion laughs"
-    document: each level repeats the one below nine times). PyYAML builds every repetition, so
-    such a file exhausts memory. Here the document is first composed into its node graph, where
-    an alias is one shared node; the expanded size (each alias counted as a full copy of what it
-    names) is computed on that graph in time linear in the file, and Python objects are built
-    only when it is within ``max_nodes``.
-
-    Args:
-        text: the YAML text.
-        max_nodes: most scalars, sequences and mappings the document may expand to.
-        source: the file name put in front of error messages.
-
-    Returns:
-        The parsed document (None for an empty one).
-
-    Raises:
-        SpecError: not valid YAML (with line and column), a duplicate key, a recursive alias,
-            or an expanded size above ``max_nodes``.
-    """
-    loader = _UniqueKeyLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        try:
-            size = _expanded_size(node, {}, set(), max_nodes)
-        except SpecError as exc:
-            raise SpecError(f"{source}: {exc}") from None
-        if size > max_nodes:
-            raise SpecError(f"{source}: the YAML expands to more than {max_nodes:,} values "
-                            "(aliases repeating anchors); write the values out or use fewer "
-                            "aliases")
-        return loader.construct_document(node)
-    except _DuplicateKey as exc:
-        raise SpecError(f"{source}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"{source}: not valid YAML{where}: {problem}") from None
-    except RecursionError:
-        raise SpecError(f"{source}: the YAML is nested too deeply") from None
-    finally:
-        loader.dispose()
-
-
-def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int], cap: int) -> int:
-    """Nodes ``node`` stands for once every alias is expanded; stops counting past ``cap``."""
-    key = id(node)
-    if key in sizes:
-        return sizes[key]
-    if key in active:
-        mark = node.start_mark
-        raise SpecError(f"an alias refers to a value that contains it (line {mark.line + 1}): "
-                        "recursive YAML is not allowed")
-    active.add(key)
-    total = 1
-    if isinstance(node, yaml.SequenceNode):
-        children: list[yaml.Node] = list(node.value)
-    elif isinstance(node, yaml.MappingNode):
-        children = [part for pair in node.value for part in pair]
-    else:
-        children = []
-    for child in children:
-        total += _expanded_size(child, sizes, active, cap)
-        if total > cap:
-            break
-    active.discard(key)
-    sizes[key] = min(total, cap + 1)
-    return sizes[key]

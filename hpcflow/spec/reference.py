@@ -3,8 +3,9 @@ the docs cannot drift from the model: a test compares them)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
+import annotated_types
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
@@ -30,8 +31,28 @@ def _default(field: Any) -> str:
     return f"`{value!r}`" if not isinstance(value, str) else f"`{value}`"
 
 
+def _limits(field: Any) -> str:
+    """What a field allows: ``limits`` from ``json_schema_extra``, else its bounds or choices."""
+    extra = field.json_schema_extra
+    if isinstance(extra, dict) and "limits" in extra:
+        return str(extra["limits"])
+    low = high = None
+    for item in field.metadata:
+        if isinstance(item, annotated_types.Ge):
+            low = item.ge
+        elif isinstance(item, annotated_types.Le):
+            high = item.le
+    if low is not None and high is not None:
+        return f"{low} to {high:_}".replace("_", ",")
+    if low is not None:
+        return f"at least {low}"
+    if get_origin(field.annotation) is Literal:
+        return ", ".join(f"`{v}`" for v in get_args(field.annotation))
+    return ""
+
+
 def reference_markdown(model: type[BaseModel], title: str, intro: str = "") -> str:
-    """A Markdown page with one table per (nested) model: field, default, description.
+    """A Markdown page with one table per (nested) model: field, default, limits, description.
 
     Args:
         model: the top-level pydantic model.
@@ -49,11 +70,12 @@ def reference_markdown(model: type[BaseModel], title: str, intro: str = "") -> s
             continue
         seen.add(current)
         heading = f"`{prefix}`" if prefix else "Top level"
-        lines += [f"## {heading}", "", "| field | default | meaning |", "|---|---|---|"]
+        lines += [f"## {heading}", "", "| field | default | limits | meaning |", "|---|---|---|---|"]
         for name, field in current.model_fields.items():
             path = f"{prefix}.{name}" if prefix else name
             desc = (field.description or "").replace("|", "\\|")
-            lines.append(f"| `{path}` | {_default(field)} | {desc} |")
+            limits = _limits(field).replace("|", "\\|")
+            lines.append(f"| `{path}` | {_default(field)} | {limits} | {desc} |")
             nested = _nested_model(field.annotation)
             if nested is not None:
                 queue.append((path, nested))

@@ -190,7 +190,7 @@ def test_storage_errors_name_the_storage_field_without_the_kind(base_spec):
     text = str(err.value)
     assert "c.yaml: storage[0].storage_capacity_gib: 'big': Input should be a valid integer" in text
     assert "c.yaml: storage[1].size: 5: unknown field" in text
-    assert "c.yaml: storage[2]: {'type': 'nfs', 'name': 'n'}: type must be one of fsx_lustre" in text
+    assert "c.yaml: storage[2]: {'name': 'n', 'type': 'nfs'}: type must be one of fsx_lustre" in text
     assert ".fsx_lustre" not in text and ".ebs." not in text
 
 

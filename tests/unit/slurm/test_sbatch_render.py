@@ -58,7 +58,7 @@ SPECS = {
         container={"image": "nvcr.io#nvidia/pytorch:24.05-py3", "mounts": ["/fsx:/fsx", "/a:/b:ro"]},
         program={"module": "pkg.train", "args": [HOSTILE]},
     ),
-    "torchrun-argv": job(launcher="torchrun", program={"argv": ["./train.sh", "--x"]}),
+    "torchrun-argv": job(launcher="torchrun", program={"argv": ["/opt/bin/train.sh", "--x"]}),
 }
 
 

@@ -127,8 +127,8 @@ def test_full_spec_round_trips_through_model_dump() -> None:
 
 
 def test_argv_program_and_numbers_as_text() -> None:
-    job = spec(program={"argv": ["./train", "--lr", 1e-3, 10]}, env={"OMP_NUM_THREADS": 4})
-    assert job.program.argv == ["./train", "--lr", "0.001", "10"]
+    job = spec(program={"argv": ["/opt/train", "--lr", 1e-3, 10]}, env={"OMP_NUM_THREADS": 4})
+    assert job.program.argv == ["/opt/train", "--lr", "0.001", "10"]
     assert job.env == {"OMP_NUM_THREADS": "4"}
 
 
@@ -180,7 +180,7 @@ def test_every_field_has_a_description() -> None:
         pytest.param({"launcher": "mpirun"}, "launcher", "'srun' or 'torchrun'", id="launcher"),
         pytest.param({"env": {"1X": "v"}}, "env.1X", "[A-Za-z_][A-Za-z0-9_]*", id="env-digit"),
         pytest.param({"env": {"A-B": "v"}}, "env.A-B", "[A-Za-z_]", id="env-dash"),
-        pytest.param({"env": {"HPCFLOW_RUN_DIR": "/x"}}, "env.HPCFLOW_RUN_DIR", "set by hpcflow",
+        pytest.param({"env": {"HPCFLOW_RUN_DIR": "/x"}}, "env.HPCFLOW_RUN_DIR", "batch script's own",
                      id="env-reserved"),
         pytest.param({"env": {"X": True}}, "env.X", "quote it", id="env-bool"),
         pytest.param({"env": {"X": "a\x00b"}}, "env.X", "NUL", id="env-nul"),

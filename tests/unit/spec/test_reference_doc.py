@@ -6,15 +6,22 @@ import os
 from pathlib import Path
 
 from hpcflow.spec.job import JobSpec
+from hpcflow.spec.loading import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_NODES
 from hpcflow.spec.reference import reference_markdown
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "job-spec.md"
-INTRO = """
+INTRO = f"""
 A job spec is a YAML file that `hpcflow submit` validates, renders into a batch script and
 submits. Unknown fields are refused, and every invalid value is reported with its field path,
 the value and what is allowed, before anything is written. Override any field from the command
 line with `--set path=value` (`--set nodes=4 --set preemption.max_requeues=5`). Example:
 `examples/tiny-dp.yaml`. How the preemption fields are used: `docs/protocol.md`.
+
+A spec file is read up to {MAX_SPEC_BYTES // 1024} KiB and may hold at most {MAX_SPEC_NODES:,} values
+once YAML anchors and aliases are expanded, nested at most {MAX_SPEC_DEPTH} levels deep; an anchor
+used inside itself is refused. A `--set` value keeps its whole text after ` #` (it is not a YAML
+comment). The limits column says what each field allows; `tasks_per_node` must equal
+`gpus_per_node` when GPUs are given.
 
 This page is generated from the model (`hpcflow.spec.job.JobSpec`).
 """
@@ -35,4 +42,5 @@ def test_every_field_is_documented():
     for name in ("name", "nodes", "program.module", "preemption.signal_lead_s",
                  "checkpoint.interval_steps", "container.image"):
         assert f"| `{name}` |" in text
-    assert "|  |" not in text  # no field without a description
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert rows and all(row.rstrip(" |").split("|")[-1].strip() for row in rows)  # a meaning each
