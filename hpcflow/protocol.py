@@ -32,6 +32,8 @@ ENV_MAX_REQUEUES = "HPCFLOW_MAX_REQUEUES"
 ENV_PREEMPT_FLAG = "HPCFLOW_PREEMPT_FLAG"
 ENV_PREEMPT_COMMITTED = "HPCFLOW_PREEMPT_COMMITTED"
 ENV_JOINED_DIR = "HPCFLOW_JOINED_DIR"
+#: The warning signal's name, ``USR1`` (default) or ``USR2`` (the spec's ``preemption.signal``).
+ENV_PREEMPT_SIGNAL = "HPCFLOW_PREEMPT_SIGNAL"
 #: The job spec's ``parallelism`` as ``"dp,pp,tp"`` (dp may be -1: the remaining ranks).
 ENV_PARALLELISM = "HPCFLOW_PARALLELISM"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 from types import FrameType
@@ -37,6 +38,7 @@ class PreemptionMonitor:
         self._signalled = False
         self._previous: Any = None
         self._installed = False
+        self._warned = False
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signum, self._on_signal)
             self._installed = True
@@ -77,6 +79,22 @@ class PreemptionMonitor:
         """True once the watched signal has arrived."""
         return self._signalled
 
+    def handler_replaced(self) -> bool:
+        """True when something (a library, a framework) installed its own handler for the
+        watched signal after this monitor did; the flag file still reaches the rank. Warns on
+        stderr the first time it is seen."""
+        if not self._installed or threading.current_thread() is not threading.main_thread():
+            return False
+        replaced = signal.getsignal(self.signum) != self._on_signal
+        if replaced and not self._warned:
+            self._warned = True
+            name = signal.Signals(self.signum).name
+            print(f"hpcflow-runtime: warning: another handler replaced hpcflow's {name} handler "
+                  f"({signal.getsignal(self.signum)!r}); the preemption flag file still works, "
+                  f"but {name} may now be taken by that code (set preemption.signal to the other "
+                  "of USR1/USR2)", file=sys.stderr, flush=True)
+        return replaced
+
     def local_requested(self) -> bool:
         """This rank's own view: the signal arrived or the flag file exists (one ``stat``)."""
         if self._signalled:
@@ -92,6 +110,7 @@ class PreemptionMonitor:
         Returns:
             True on every rank if at least one rank saw a request.
         """
+        self.handler_replaced()
         local = self.local_requested()
         import torch.distributed as dist
 

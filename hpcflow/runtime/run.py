@@ -159,7 +159,7 @@ class Run:
             from dataclasses import replace
 
             config = replace(config, **overrides)
-        monitor = PreemptionMonitor(config.preempt_flag)
+        monitor = PreemptionMonitor(config.preempt_flag, config.preempt_signal)
         monitor.announce(config.joined_dir, env.rank)
         if torch_env:
             os.environ.update({

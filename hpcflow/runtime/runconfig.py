@@ -6,6 +6,7 @@ Pure: no torch, no file access.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ class RunConfig:
             signal handler (the trap forwards USR1 only once every rank has), or ``None``.
         parallelism: ``HPCFLOW_PARALLELISM`` as ``{"dp", "pp", "tp"}`` (the job spec's
             ``parallelism``), or ``None`` when the spec gives none.
+        preempt_signal: ``HPCFLOW_PREEMPT_SIGNAL``, the warning signal's number (SIGUSR1 by
+            default).
     """
 
     run_dir: Path | None = None
@@ -48,6 +51,7 @@ class RunConfig:
     max_requeues: int | None = None
     joined_dir: Path | None = None
     parallelism: dict[str, int] | None = None
+    preempt_signal: int = signal.SIGUSR1
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> RunConfig:
@@ -74,7 +78,15 @@ class RunConfig:
             ),
             joined_dir=_path(environ, P.ENV_JOINED_DIR),
             parallelism=P.parse_parallelism(parallelism) if parallelism else None,
+            preempt_signal=_signal(environ),
         )
+
+
+def _signal(environ: Mapping[str, str]) -> int:
+    name = environ.get(P.ENV_PREEMPT_SIGNAL, "").strip() or "USR1"
+    if name not in ("USR1", "USR2"):
+        raise ValueError(f"{P.ENV_PREEMPT_SIGNAL}={name!r} must be USR1 or USR2")
+    return int(getattr(signal, f"SIG{name}"))
 
 
 def _path(environ: Mapping[str, str], name: str) -> Path | None:

@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # First, before torch is imported (parse_args imports it for the choices): USR1's default
     # action would kill the process. Never closed: a late USR1 during teardown must not kill a
     # rank that finished (srun would then report 128+10).
-    monitor = PreemptionMonitor(config.preempt_flag)
+    monitor = PreemptionMonitor(config.preempt_flag, config.preempt_signal)
     monitor.announce(config.joined_dir, env.rank)
     args = parse_args(argv)
     for name, default in (("dp", -1), ("pp", 1), ("tp", 1)):  # a flag wins over the job spec

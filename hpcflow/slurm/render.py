@@ -69,8 +69,8 @@ def sbatch_options(spec: JobSpec) -> list[tuple[str, str | None]]:
         "--ntasks-per-node": str(spec.tasks_per_node),
         "--open-mode": "append",
         "--output": sbatch_value(f"{spec.run_dir}/%x-%j.out", always_quote=True),
-        "--requeue": None,
-        "--signal": f"B:USR1@{spec.preemption.signal_lead_s}",
+        "--requeue" if spec.preemption.requeue else "--no-requeue": None,
+        "--signal": f"B:{spec.preemption.signal}@{spec.preemption.signal_lead_s}",
         "--time": spec.time_limit,
     }
     if spec.gpus_per_node > 0:
@@ -166,6 +166,8 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
         "term_grace_s": TERM_GRACE_S,
         "time_limit_s": spec.time_limit_s,
         "protocol": spec.program.protocol,
+        "signal": spec.preemption.signal,
+        "requeue": spec.preemption.requeue,
         "parallelism": (
             protocol.format_parallelism(**spec.parallelism.model_dump())
             if spec.parallelism is not None else ""

@@ -314,7 +314,22 @@ class PreemptionSpec(_Model):
         ),
     )
 
+    requeue: bool = Field(
+        default=True,
+        description=(
+            "false: --no-requeue, so neither Slurm (after a node failure) nor hpcflow requeues "
+            "the job; a preemption checkpoint is still saved and committed."
+        ),
+    )
+    signal: Literal["USR1", "USR2"] = Field(
+        default="USR1",
+        description=(
+            "The warning signal (--signal=B:SIG@lead, the trap, the ranks' handler); USR2 for "
+            "programs whose libraries take USR1 for themselves."
+        ),
+    )
     requeue_margin_s: StrictInt = Field(
+        json_schema_extra={"limits": "15 or more, below signal_lead_s"},
         default=30, ge=15,
         description=(
             "A program that has not joined the protocol is stopped (TERM) this many seconds "

@@ -47,6 +47,13 @@ while [[ $# -gt 0 && $1 == --* ]]; do shift; done
 exec "$@"
 """
 
+SCANCEL = """\
+#!/usr/bin/env bash
+# Fake scancel: record the call and fail, so the script falls back to signalling the step itself.
+printf '%s\\n' "$*" >>"$SHIM_LOG/scancel.calls"
+exit 1
+"""
+
 SCONTROL = """\
 #!/usr/bin/env bash
 # Fake scontrol: record the call; `show hostnames` prints many hosts (more than a pipe buffer,
@@ -86,6 +93,9 @@ if mode == "ok":
     sys.exit(0)
 if mode == "fail":
     sys.exit(3)
+if mode == "unaware":  # never looks at the flag file; TERM (default action) ends it
+    time.sleep(30)
+    sys.exit(99)
 deadline = time.time() + 20
 while time.time() < deadline:
     if signalled or os.path.exists(os.environ["HPCFLOW_PREEMPT_FLAG"]):
@@ -126,7 +136,8 @@ class Run:
 def harness(tmp_path: Path) -> dict[str, Path]:
     shims = tmp_path / "shims"
     shims.mkdir()
-    for name, text in (("srun", SRUN), ("scontrol", SCONTROL), ("fake-python", FAKE_PYTHON)):
+    for name, text in (("srun", SRUN), ("scontrol", SCONTROL), ("scancel", SCANCEL),
+                       ("fake-python", FAKE_PYTHON)):
         (shims / name).write_text(text)
         (shims / name).chmod(0o755)
     (tmp_path / "prog.py").write_text(PROGRAM)
@@ -143,6 +154,9 @@ def run_script(
     args: list[str] | None = None,
     env: dict[str, str] | None = None,
     run_dir_name: str = "run dir it's $(x) `y`",
+    unchecked_env: dict[str, str] | None = None,
+    sig: signal.Signals = signal.SIGUSR1,
+    notice_in_s: float | None = None,
     **spec_changes: Any,
 ) -> Run:
     root, log = harness["root"], harness["log"]
@@ -156,7 +170,10 @@ def run_script(
         **spec_changes,
     }
     script = root / "job.sbatch"
-    script.write_text(render_sbatch(JobSpec.model_validate(data)))
+    spec = JobSpec.model_validate(data)
+    if unchecked_env:  # what the spec refuses, to show the script does not depend on that
+        spec = spec.model_copy(update={"env": {**spec.env, **unchecked_env}})
+    script.write_text(render_sbatch(spec))
     proc_env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     proc_env.update(
         PATH=f"{harness['shims']}{os.pathsep}{os.environ['PATH']}",
@@ -181,8 +198,11 @@ def run_script(
                 assert proc.poll() is None, proc.communicate()
                 assert time.time() < deadline, "the program never started"
                 time.sleep(0.01)
+            if notice_in_s is not None:
+                state = run_dir / ".hpcflow"
+                (state / "notice-4242").write_text(f"{int(time.time() + notice_in_s)}\n")
             for _ in range(usr1):
-                proc.send_signal(signal.SIGUSR1)
+                proc.send_signal(sig)
                 time.sleep(0.05)
         _, stderr = proc.communicate(timeout=60)
     finally:
@@ -404,3 +424,49 @@ def test_script_starts_with_shebang_then_sbatch_lines() -> None:
     head, _, _ = text.partition("\nset -uo pipefail\n")
     assert text.startswith("#!/usr/bin/env bash\n#SBATCH ")
     assert all(line.startswith("#") or not line for line in head.splitlines())
+
+
+HIJACK = {"SLURM_JOB_ID": "1", "SLURM_RESTART_COUNT": "0", "SLURM_ARRAY_JOB_ID": "9",
+          "SLURM_ARRAY_TASK_ID": "9", "SLURM_JOB_NODELIST": "evil"}
+
+
+def test_spec_env_cannot_change_which_job_is_requeued(harness):
+    run = run_script(harness, "preempt", usr1=1, unchecked_env=HIJACK)
+    assert run.requeues == ["requeue 4242"]
+    assert run.event("attempt_start")["nodelist"] == "n[1-2]"
+
+
+def test_spec_env_cannot_lift_the_requeue_bound(harness):
+    run = run_script(harness, "preempt", usr1=1, unchecked_env=HIJACK,
+                     slurm_env={"SLURM_RESTART_COUNT": "3"})
+    assert run.requeues == [] and run.event("job_end")["reason"] == "requeue_limit"
+
+
+def test_requeue_false_renders_no_requeue_and_never_requeues(harness):
+    run = run_script(harness, "preempt", usr1=1, preemption={"requeue": False})
+    assert "#SBATCH --no-requeue\n" in (harness["root"] / "job.sbatch").read_text()
+    assert run.rc == 75 and run.requeues == []
+    assert run.event("job_end")["reason"] == "requeue_disabled"
+
+
+def test_usr2_as_the_preemption_signal(harness):
+    run = run_script(harness, "preempt", usr1=1, sig=signal.SIGUSR2,
+                     preemption={"signal": "USR2"})
+    assert "#SBATCH --signal=B:USR2@120\n" in (harness["root"] / "job.sbatch").read_text()
+    assert run.rc == 0 and run.requeues == ["requeue 4242"]
+    assert run.event("signal")["signal"] == "USR2"
+    assert run.seen["env"]["HPCFLOW_PREEMPT_SIGNAL"] == "USR2"
+
+
+def test_a_program_that_never_joins_is_stopped_before_the_deadline_and_requeued(harness):
+    started = time.time()
+    run = run_script(harness, "unaware", usr1=1, notice_in_s=32)  # margin 30 s: stop in ~2 s
+    assert run.rc == 0, run.stderr
+    assert run.requeues == ["requeue 4242"]
+    assert run.event("signal")["forwarded"] is False and run.event("signal")["joined"] == 0
+    assert run.event("stop")["signal"] == "TERM"
+    assert run.event("requeue") | {"time": 0} == {
+        "event": "requeue", "time": 0, "job_id": "4242", "restart": 0, "step": None,
+        "checkpoint": False}
+    assert time.time() - started < 20  # stopped by the timer, not by the program's own end
+    assert (harness["log"] / "scancel.calls").read_text().startswith("--signal=TERM 4242")

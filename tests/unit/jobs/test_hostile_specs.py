@@ -212,7 +212,7 @@ def bash_words(script: str, env_names: list[str]) -> tuple[list[bytes], list[byt
     """Run the script's environment exports and its srun command in bash, with srun replaced by
     a function that prints its arguments; returns (env values, srun argv) as bash has them."""
     exports = script[script.index("# ---- Settings from the job spec"):
-                     script.index("# ---- This attempt.")]
+                     script.index("# ---- Protocol files of this attempt.")]
     step = script[script.index("\nsrun \\\n"):script.index("hpcflow_step_pid=$!")]
     assert step.endswith(" &\n")
     program = "\n".join([

@@ -104,3 +104,31 @@ def test_run_config_defaults_mean_no_checkpoints():
 def test_run_config_rejects_bad_numbers(environ, message):
     with pytest.raises(ValueError, match=message):
         RunConfig.from_environ(environ)
+
+
+def test_a_handler_installed_over_ours_is_reported_once(capsys):
+    import signal as _signal
+
+    from hpcflow.runtime.preemption import PreemptionMonitor
+
+    monitor = PreemptionMonitor(None, _signal.SIGUSR2)
+    try:
+        assert monitor.handler_replaced() is False
+        _signal.signal(_signal.SIGUSR2, lambda *_: None)  # a library takes the signal
+        assert monitor.handler_replaced() is True
+        assert monitor.handler_replaced() is True
+        err = capsys.readouterr().err
+        assert err.count("another handler replaced hpcflow's SIGUSR2 handler") == 1
+    finally:
+        monitor.close()
+
+
+def test_the_preemption_signal_comes_from_the_environment():
+    import signal as _signal
+
+    from hpcflow.runtime.runconfig import RunConfig
+
+    assert RunConfig.from_environ({}).preempt_signal == _signal.SIGUSR1
+    assert RunConfig.from_environ({"HPCFLOW_PREEMPT_SIGNAL": "USR2"}).preempt_signal == _signal.SIGUSR2
+    with pytest.raises(ValueError, match="HPCFLOW_PREEMPT_SIGNAL='TERM' must be USR1 or USR2"):
+        RunConfig.from_environ({"HPCFLOW_PREEMPT_SIGNAL": "TERM"})
