@@ -20,10 +20,17 @@ Figures come from the run's own records: the ledger ``<run_dir>/.hpcflow/events.
 - step time: the sum of ``step_time_s`` over each step's last run; wall: first submission to
   ``job_end``; pending: submission to the first start plus each ``requeue`` to the next start.
 
+Start-up against its floor (issue: any program): before the job, the same layout runs a bare
+step inside an allocation (``salloc ... srun python -c 'import torch; init_process_group;
+barrier'``), timed from srun's start to its end, ``--floor-repeat`` times (median). Each
+attempt's start-up (attempt start to its first step) and stop (its last step to the requeue or
+the end) are printed as a ratio of that floor. Goals: start-up <= 1.3 x floor; stop <= 2 s plus
+the checkpoint write.
+
 Usage: python bench/bench_goodput.py [--every-s 60] [--preemptions 3] [--small]
        [--spec examples/tiny-dp.yaml] [--steps N] [--set KEY=VALUE ...]
        [--program-arg ARG ...] [--run-dir DIR]
-       [--timeout-s 3600] [--json FILE]
+       [--timeout-s 3600] [--floor-repeat 3] [--json FILE]
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,11 +48,26 @@ from pathlib import Path
 import yaml
 from machine import header, verdict
 
+from hpcflow import protocol
+
 REPO = Path(__file__).resolve().parent.parent
 GOAL_GOODPUT = 0.97
 GOAL_LOST_STEPS = 0
 STARTUP_GUESS_S = 25.0  # this machine: 8 ranks import torch on 2 shared cores
+GOAL_STARTUP_RATIO = 1.3
+GOAL_STOP_S = 2.0  # plus the checkpoint write
 LINE = re.compile(r"^(hpcflow-[a-z]+) (\{.*\})$")
+# The floor: what any job of this layout pays before its first step (one process per rank).
+FLOOR_PROGRAM = """
+import os
+import torch.distributed as dist
+from hpcflow.runtime.env import dist_env_from
+env = dist_env_from(os.environ)
+os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = env.master_addr, str(env.master_port)
+dist.init_process_group("gloo", rank=env.rank, world_size=env.world_size)
+dist.barrier()
+dist.destroy_process_group()
+"""
 ATTEMPT = re.compile(r"^hpcflow: \S+ job \d+ attempt (\d+) on ")
 
 
@@ -78,7 +101,7 @@ def submit(spec: Path, run_dir: Path, steps: int, overrides: list[str], extra: l
 
 
 def ledger(run_dir: Path, job_id: str) -> list[dict]:
-    path = run_dir / ".hpcflow" / "events.jsonl"
+    path = protocol.ledger_path(run_dir)
     if not path.exists():
         return []
     events = []
@@ -129,9 +152,9 @@ def attempts_from_log(log: str) -> dict[int, dict]:
         if current is None or not match:
             continue
         tag, payload = match.group(1), json.loads(match.group(2))
-        if tag == "hpcflow-step":
+        if tag == protocol.TAG_STEP:
             current["steps"].append((int(payload["step"]), float(payload["step_time_s"])))
-        elif tag == "hpcflow-checkpoint":
+        elif tag == protocol.TAG_CHECKPOINT:
             current["saves"].append(float(payload["save_s"]))
     return out
 
@@ -198,6 +221,47 @@ def analyse(events: list[dict], log: str, submitted_at: float,
             "job_end": end, "steps_done": max(last_run, default=0)}
 
 
+def floor_s(nodes: int, tasks_per_node: int, repeat: int) -> list[float]:
+    """Seconds of a bare step of the same layout inside an allocation, ``repeat`` times: python
+    starts on every rank, imports torch, joins a gloo process group, meets at a barrier, exits."""
+    times = []
+    for _ in range(repeat):
+        inner = ("t0=$(date +%s.%N); srun --kill-on-bad-exit=1 " + sys.executable
+                 + " -c \"$HPCFLOW_FLOOR\"; rc=$?; t1=$(date +%s.%N); echo \"floor $t0 $t1 $rc\"")
+        done = subprocess.run(
+            ["salloc", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}", "--quiet",
+             "bash", "-c", inner],
+            capture_output=True, text=True, env={**_environ(), "HPCFLOW_FLOOR": FLOOR_PROGRAM},
+            timeout=600, check=False)
+        match = re.search(r"^floor (\S+) (\S+) 0$", done.stdout, re.M)
+        if not match:
+            raise SystemExit(f"the floor step failed:\n{done.stdout}{done.stderr}")
+        times.append(float(match.group(2)) - float(match.group(1)))
+    return times
+
+
+def _environ() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+
+
+def report_floor(m: dict, floors: list[float]) -> None:
+    floor = statistics.median(floors)
+    print(f"start-up floor (bare srun of the same layout: python, import torch, "
+          f"init_process_group, barrier, exit): {', '.join(f'{f:.1f}' for f in floors)} s, "
+          f"median {floor:.1f} s")
+    for r in m["attempts"]:
+        if r["startup_s"] is None:
+            continue
+        ratio = r["startup_s"] / floor if floor > 0 else float("nan")
+        stop = "" if r["stop_s"] is None else (
+            f"; stop {r['stop_s']:.1f} s (goal <= {GOAL_STOP_S:g} s + checkpoint write)")
+        print(f"  attempt {r['restart']}: start-up {r['startup_s']:.1f} s = {ratio:.2f} x floor   "
+              f"{verdict(ratio, GOAL_STARTUP_RATIO, at_least=False)}{stop}")
+    m["floor_s"] = floors
+
+
 def report(m: dict, every_s: float, sent: int) -> None:
     print("attempts (ledger times are whole seconds; startup = attempt start to first step, "
           "stop = last step to requeue/end):")
@@ -250,6 +314,8 @@ def main() -> None:
     parser.add_argument("--program-arg", dest="extra", action="append", default=[],
                         metavar="ARG", help="append ARG to the program's arguments, e.g. "
                         "--program-arg=--async-checkpoint")
+    parser.add_argument("--floor-repeat", type=int, default=3,
+                        help="bare srun steps timed for the start-up floor (median)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     if args.small:
@@ -268,6 +334,9 @@ def main() -> None:
     print("\n".join(header("hpcflow goodput benchmark (local Slurm cluster)")), flush=True)
     print(f"spec:     {args.spec} with --steps {args.steps}, run_dir {run_dir}", flush=True)
     print(run(["sinfo", "-h", "-o", "%P %D %c %N %T"], check=False).stdout.strip(), flush=True)
+    spec_doc = yaml.safe_load(args.spec.read_text())
+    floors = floor_s(int(spec_doc.get("nodes", 1)), int(spec_doc.get("tasks_per_node", 1)),
+                     2 if args.small else args.floor_repeat)
     submitted_at = time.time()
     job_id = submit(args.spec, run_dir, args.steps, args.overrides, args.extra)
     sent = drive(run_dir, job_id, args.every_s, args.preemptions, args.timeout_s)
@@ -275,6 +344,7 @@ def main() -> None:
     log = log_files[0].read_text(errors="replace") if log_files else ""
     figures = analyse(ledger(run_dir, job_id), log, submitted_at, step_times(run_dir))
     report(figures, args.every_s, sent)
+    report_floor(figures, floors)
     if args.json:
         args.json.write_text(json.dumps({**figures, "preemptions_sent": sent,
                                          "every_s": args.every_s}, indent=1) + "\n")
