@@ -1,6 +1,8 @@
 """``python -m hpcflow.runtime`` runs the example training program (same as ``.train``)."""
 
-from hpcflow.runtime.train import exit_now, main
+import sys
+
+from hpcflow.runtime.train import main
 
 if __name__ == "__main__":
-    exit_now(main())
+    sys.exit(main())

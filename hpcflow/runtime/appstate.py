@@ -50,6 +50,7 @@ class AppState:
     Args:
         objects: name -> module, optimizer, :class:`PerRank` or stateful object.
         rank: this process's global rank.
+        rng: save this rank's RNG streams (False when an object of the mapping keeps them).
         restore_rng: put the RNG streams back on load (False after a world-size change, when
             the saved streams belong to other ranks).
 
@@ -59,14 +60,16 @@ class AppState:
             more than one) of the modules in the mapping.
     """
 
-    def __init__(self, objects: Mapping[str, Any], rank: int, *, restore_rng: bool = True) -> None:
+    def __init__(self, objects: Mapping[str, Any], rank: int, *, rng: bool = True,
+                 restore_rng: bool = True) -> None:
         if RNG_KEY in objects:
             raise ValueError(f"state key {RNG_KEY!r} is reserved for hpcflow's RNG streams")
         for name, obj in objects.items():
             _check_stateful(f"state[{name!r}]", obj)
         self.objects = dict(objects)
         self.rank = rank
-        self.restore_rng = restore_rng
+        self.rng = rng
+        self.restore_rng = rng and restore_rng
         self._owners = {name: self._owner(name, obj) for name, obj in self.objects.items()
                         if _is_optimizer(obj)}
 
@@ -88,7 +91,8 @@ class AppState:
                 out[name] = {f"rank_{self.rank}": obj.obj.state_dict()}
             else:
                 out[name] = obj.state_dict()
-        out[RNG_KEY] = {f"rank_{self.rank}": rng_state_bytes()}
+        if self.rng:
+            out[RNG_KEY] = {f"rank_{self.rank}": rng_state_bytes()}
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -36,11 +36,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hpcflow.errors import CheckpointError
+from hpcflow.errors import CheckpointError, HpcflowError
 from hpcflow.protocol import (
     EXIT_PREEMPTED,
     TAG_CHECKPOINT,
@@ -84,7 +84,7 @@ class Run:
     """
 
     def __init__(self, env: DistEnv, config: RunConfig, monitor: PreemptionMonitor,
-                 backend: str, *, async_save: bool = False) -> None:
+                 backend: str, *, async_save: bool = False, rng: bool = True) -> None:
         from hpcflow.runtime.checkpoint import CheckpointManager
 
         self.env = env
@@ -93,6 +93,7 @@ class Run:
         self.monitor = monitor
         self.backend = backend
         self.async_save = async_save
+        self.rng = rng
         self.step = 0
         self._last_saved: int | None = None
         self._last_boundary = time.monotonic()
@@ -119,6 +120,7 @@ class Run:
         timeout_s: float = hdist.DEFAULT_TIMEOUT_S,
         join_process_group: bool = True,
         torch_env: bool = False,
+        rng: bool = True,
     ) -> Run:
         """Join the job: install the USR1 handler, announce the rank, join the process group.
 
@@ -139,6 +141,8 @@ class Run:
                 ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``; torch
                 ``torchrun`` docs) from the Slurm ones, for libraries that read only those
                 (Hugging Face accelerate).
+            rng: save every rank's RNG streams with the state (False when the state keeps its
+                own).
 
         Raises:
             ValueError: the Slurm, torchrun or ``HPCFLOW_*`` variables are garbled (the message
@@ -177,11 +181,12 @@ class Run:
             "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
             "job_id": env.job_id, "restart_count": env.restart_count,
         })
-        return cls(env, config, monitor, backend, async_save=async_save)
+        return cls(env, config, monitor, backend, async_save=async_save, rng=rng)
 
     # ---- the loop's three calls
 
-    def restore(self, state: Mapping[str, Any]) -> int:
+    def restore(self, state: Mapping[str, Any],
+                before_load: Callable[[int], None] | None = None) -> int:
         """Remove partial checkpoints and load the latest committed one into ``state``.
 
         Collective. The RNG streams are restored when the world size is the one that saved them.
@@ -189,6 +194,8 @@ class Run:
         Args:
             state: name -> model, optimizer, scheduler, sampler, ... (see
                 :mod:`hpcflow.runtime.appstate`). Load happens in place.
+            before_load: called on every rank with the step about to be loaded, before the
+                load (e.g. to look at the saved layout with a small probe load of ``run.ckpt``).
 
         Returns:
             The number of steps the checkpoint holds (the step to report next is this + 1), or
@@ -212,9 +219,11 @@ class Run:
 
         record = read_commit_record(step_dir(self.ckpt.root, latest)) or {}
         same_world = record.get("world_size") == self.env.world_size
+        if before_load is not None:
+            before_load(latest)
         self.ckpt.load(latest, {"app": self._app(state, restore_rng=same_world)})
         self.step = self._last_saved = latest
-        emit(self.env, TAG_RESUME, {"step": latest, "rng_restored": same_world})
+        emit(self.env, TAG_RESUME, {"step": latest})
         self._last_boundary = time.monotonic()
         return latest
 
@@ -244,16 +253,16 @@ class Run:
 
         Raises:
             Preempted: the preemption checkpoint is committed; let it propagate.
-            CheckpointError: a save failed, or a stop was requested without a checkpoint
-                directory (raised on every rank).
+            CheckpointError: a save failed (raised on every rank).
+            HpcflowError: a stop was requested without a checkpoint directory (every rank).
         """
         self.report_step(step, metrics)
         stop = self.should_stop()
         if self.ckpt is not None:
             self._report_async(self.ckpt.poll())
         if stop and self.ckpt is None:
-            raise CheckpointError("asked to stop for preemption, but no checkpoint directory is "
-                                  "set (HPCFLOW_CHECKPOINT_DIR or checkpoint_dir=)")
+            raise HpcflowError("asked to stop for preemption, but no checkpoint directory is "
+                               "set (HPCFLOW_CHECKPOINT_DIR or checkpoint_dir=)")
         if stop:
             self.save(step, state, reason="preempt")
             self.leave_preempted(step)
@@ -335,7 +344,7 @@ class Run:
     def _app(self, state: Mapping[str, Any], *, restore_rng: bool = True) -> Any:
         from hpcflow.runtime.appstate import AppState
 
-        return AppState(state, self.env.rank, restore_rng=restore_rng)
+        return AppState(state, self.env.rank, rng=self.rng, restore_rng=restore_rng)
 
     def leave_preempted(self, step: int) -> None:
         """After the preemption checkpoint of ``step`` is committed (by :meth:`step_done`, or by

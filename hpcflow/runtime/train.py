@@ -41,12 +41,9 @@ from typing import Any
 
 from hpcflow.errors import HpcflowError
 from hpcflow.runtime import dist as hdist
-from hpcflow.runtime.checkpoint import CheckpointManager
-from hpcflow.runtime.commit import write_json_durably
-from hpcflow.runtime.env import DistEnv, dist_env_from
 from hpcflow.runtime.lines import emit, log
-from hpcflow.runtime.preemption import PreemptionMonitor
-from hpcflow.runtime.runconfig import EXIT_PREEMPTED, RunConfig
+from hpcflow.runtime.run import Run
+from hpcflow.runtime.runconfig import RunConfig
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -108,15 +105,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run(
-    args: argparse.Namespace, config: RunConfig, env: DistEnv, monitor: PreemptionMonitor
-) -> int:
-    """Resume, train and checkpoint; returns the exit code (collective on every rank)."""
+def run(args: argparse.Namespace, hrun: Run) -> int:
+    """Resume, train and checkpoint through the public :class:`~hpcflow.runtime.run.Run` API;
+    returns the exit code (collective on every rank). A preemption raises ``Preempted``."""
     from hpcflow.runtime.digest import optimizer_sha256, params_sha256
     from hpcflow.runtime.metrics import MetricsLog, device_peak_tflops, step_metrics
     from hpcflow.runtime.tasks import build_task, seed_rank_streams
     from hpcflow.runtime.trainstate import TrainState
 
+    env, config = hrun.env, hrun.config
     try:
         task = build_task(args, env, hdist.collective_device())
     except ValueError as exc:  # a layout, batch or data that does not fit: same on every rank
@@ -130,34 +127,19 @@ def run(
     app = {"app": state}
     device_name, peak = device_peak_tflops()
     emit(env, "hpcflow-layout", {**task.describe, "device": device_name, "peak_tflops": peak})
-    ckpt = None
-    last_saved = None  # decided the same way on every rank, never from a local directory read
-    if config.checkpoint_dir is not None:
-        ckpt = CheckpointManager(
-            config.checkpoint_dir,
-            keep=config.checkpoint_keep,
-            interval_steps=config.checkpoint_interval,
-            extra_record={
-                "job_id": env.job_id,
-                "restart_count": env.restart_count,
-                "mesh": task.dims.describe(),
-                "model": task.describe.get("model"),
-            },
-        )
-        for path in ckpt.clean_partial():
-            log(env, f"removed partial checkpoint {path}")
-        latest = hdist.broadcast_object(ckpt.latest_committed())
-        if latest is not None:
-            saved_layout = read_saved_layout(ckpt, latest)
-            exact = state.prepare_load(saved_layout)
-            ckpt.load(latest, app)
-            last_saved = latest
-            emit(env, "hpcflow-restore", {
-                "step": state.step, "layout": layout,
-                "saved_layout": json.loads(saved_layout) if saved_layout else None,
-                "rng_restored": exact,
-            })
-            emit(env, "hpcflow-resume", {"step": state.step})
+    if hrun.ckpt is not None:
+        hrun.ckpt.extra_record.update(mesh=task.dims.describe(), model=task.describe.get("model"))
+
+    def before_load(step: int) -> None:  # the RNG streams come back only on the same layout
+        saved_layout = read_saved_layout(hrun, step)
+        exact = state.prepare_load(saved_layout)
+        emit(env, "hpcflow-restore", {
+            "step": step, "layout": layout,
+            "saved_layout": json.loads(saved_layout) if saved_layout else None,
+            "rng_restored": exact,
+        })
+
+    hrun.restore(app, before_load=before_load)
     metrics_log = MetricsLog(
         config.run_dir / "metrics.jsonl" if env.is_rank0 and config.run_dir else None
     )
@@ -171,36 +153,19 @@ def run(
                 time.sleep(args.step_time_s)
             state.step += 1
             record = {
-                "step": state.step, "loss": loss, "step_time_s": time.monotonic() - started,
-                "lr": lr,
+                "loss": loss, "step_time_s": time.monotonic() - started, "lr": lr,
                 **step_metrics(
                     tokens=task.tokens_per_step, step_time_s=compute_s,
                     flops_per_token=task.flops_per_token, world_size=env.world_size,
                     peak_tflops=peak,
                 ),
             }
-            emit(env, "hpcflow-step", record)
-            metrics_log.write({**record, "time": time.time(), "restart_count": env.restart_count})
-            stop = monitor.should_stop() and state.step < args.steps
-            if stop and ckpt is None:
-                log(env, "preemption requested but no checkpoint directory is set; stopping")
-                return EXIT_FAILED
-            if ckpt is not None:
-                report_async(env, ckpt.poll())
-            if stop or (ckpt is not None and ckpt.due(state.step)):
-                blocking = stop or not args.async_checkpoint or state.step == args.steps
-                save(env, ckpt, state.step, app, "preempt" if stop else "interval",
-                     blocking=blocking)
-                last_saved = state.step
-            if stop:
-                return preempted(env, config, state.step)
+            metrics_log.write({"step": state.step, **record, "time": time.time(),
+                               "restart_count": env.restart_count})
+            hrun.step_done(state.step, app, record)
     finally:
         metrics_log.close()
-    if ckpt is not None:
-        report_async(env, ckpt.wait())
-        if last_saved != state.step:
-            save(env, ckpt, state.step, app, "final")
-        ckpt.close()
+    hrun.finish(app)
     emit(env, "hpcflow-done", {
         "step": state.step, "params_sha256": params_sha256(task.model),
         "optim_sha256": optimizer_sha256(task.model, task.optimizer),
@@ -208,108 +173,51 @@ def run(
     return 0
 
 
-def read_saved_layout(ckpt: CheckpointManager, step: int) -> str | None:
+def read_saved_layout(hrun: Run, step: int) -> str | None:
     """The ``layout`` entry of committed checkpoint ``step`` (JSON text), or ``None`` when the
     checkpoint predates it (collective: a small DCP load)."""
-    probe: dict[str, Any] = {"app": {"layout": ""}}
+    probe: dict[str, Any] = {"app": {"app": {"layout": ""}}}
     try:
-        ckpt.load(step, probe)
+        hrun.ckpt.load(step, probe)
     except HpcflowError:
         return None
-    return str(probe["app"]["layout"]) or None
-
-
-def save(
-    env: DistEnv, ckpt: Any, step: int, app: dict[str, Any], reason: str, *, blocking: bool = True
-) -> None:
-    """Save the checkpoint of ``step``; a blocking save is committed on return and reported.
-
-    A non-blocking save (``--async-checkpoint``, interval saves only) returns once the state is
-    staged; :func:`report_async` reports it when it has committed. The manager waits for a save
-    in flight before the next one, so a preemption save follows any background write."""
-    started = time.monotonic()
-    ckpt.save(step, app, blocking=blocking)
-    if blocking:
-        save_s = time.monotonic() - started
-        # A background save that this one waited for is reported first, and only once.
-        report_async(env, ckpt.poll())
-        emit(env, "hpcflow-checkpoint", {
-            "step": step, "reason": reason, "save_s": save_s, "async": False,
-        })
-
-
-def report_async(env: DistEnv, result: Any) -> None:
-    """Report a background save this rank has seen committed (rank 0 prints it)."""
-    if result is not None:
-        emit(env, "hpcflow-checkpoint", {
-            "step": result.step, "reason": "interval", "save_s": result.blocked_s,
-            "total_s": result.total_s, "async": True,
-        })
-
-
-def preempted(env: DistEnv, config: RunConfig, step: int) -> int:
-    """After the preemption checkpoint is committed: rank 0 writes ``HPCFLOW_PREEMPT_COMMITTED``,
-    then every rank waits for it (srun ``--kill-on-bad-exit`` would otherwise kill rank 0 while
-    it writes) and returns 75. Nothing collective may follow: the ranks leave together."""
-    if env.is_rank0 and config.preempt_committed is not None:
-        config.preempt_committed.parent.mkdir(parents=True, exist_ok=True)
-        write_json_durably(config.preempt_committed, {"step": step, "time": time.time()})
-    emit(env, "hpcflow-preempted", {"step": step})
-    hdist.barrier()
-    return EXIT_PREEMPTED
+    return str(probe["app"]["app"]["layout"]) or None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code (argparse exits 2 on a bad command line)."""
+    """Entry point; returns the process exit code (argparse exits 2 on a bad command line). A
+    preemption ends the process with 75 inside (``Run`` leaves every rank together)."""
+    args = parse_args(argv)
+    code = EXIT_FAILED
     try:
-        env = dist_env_from(os.environ)
         config = RunConfig.from_environ(os.environ)
     except ValueError as exc:
         print(f"hpcflow-runtime: bad environment: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
-    code = EXIT_FAILED
-    # First, before torch is imported (parse_args imports it for the choices): USR1's default
-    # action would kill the process. Never closed: a late USR1 during teardown must not kill a
-    # rank that finished (srun would then report 128+10).
-    monitor = PreemptionMonitor(config.preempt_flag, config.preempt_signal)
-    monitor.announce(config.joined_dir, env.rank)
-    args = parse_args(argv)
     for name, default in (("dp", -1), ("pp", 1), ("tp", 1)):  # a flag wins over the job spec
         if getattr(args, name) is None:
             setattr(args, name, (config.parallelism or {}).get(name, default))
     try:
-        backend = hdist.init_distributed(env, timeout_s=args.dist_timeout_s)
-        emit(env, "hpcflow-start", {
-            "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
-            "job_id": env.job_id, "restart_count": env.restart_count,
-        })
-        code = run(args, config, env, monitor)
+        # The RNG streams are the TrainState's own (kept per layout), not the Run's.
+        hrun = Run.from_env(async_save=args.async_checkpoint, timeout_s=args.dist_timeout_s,
+                            rng=False)
+    except ValueError as exc:  # the Slurm / torchrun variables
+        print(f"hpcflow-runtime: bad environment: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    except RuntimeError as exc:  # the process group could not be joined
+        print(f"hpcflow-runtime: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    try:
+        with hrun:
+            code = run(args, hrun)
     except HpcflowError as exc:
-        log(env, f"error: {exc}")
+        log(hrun.env, f"error: {exc}")
         code = exc.exit_code
     except Exception:  # any other failure: full evidence, non-zero, never 75
-        log(env, "failed:\n" + traceback.format_exc())
+        log(hrun.env, "failed:\n" + traceback.format_exc())
         code = EXIT_FAILED
-    finally:
-        if code != EXIT_PREEMPTED:  # preempted: leave at once, see exit_now()
-            hdist.shutdown()
     return code
 
 
-def exit_now(code: int) -> None:
-    """Exit the process with ``code``; after a preemption without interpreter teardown.
-
-    Under ``srun --kill-on-bad-exit=1`` the first rank to exit 75 makes srun SIGKILL the others,
-    and srun then reports 128+9 rather than 75 (srun(1), "RETURN VALUE"). Leaving right after the
-    last barrier, without tearing down the process group and the interpreter, keeps the ranks'
-    exits milliseconds apart.
-    """
-    if code == EXIT_PREEMPTED:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    sys.exit(main())

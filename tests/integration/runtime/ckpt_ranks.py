@@ -135,6 +135,7 @@ class Recorder:
         self.lock = threading.Lock()
         self.params = params
         self.gate = threading.Event()
+        self.held = threading.Event()  # the writer has reached the gate
 
     def __call__(self, event: str, step: int) -> None:
         with self.lock:
@@ -148,6 +149,7 @@ class Recorder:
         if event == "write_data" and p.get("slow_write_s"):
             threading.Event().wait(p["slow_write_s"])  # a slow disk, in the writer thread
         if event == p.get("hold_at") and step == p.get("hold_step"):
+            self.held.set()
             if not self.gate.wait(GATE_TIMEOUT_S):
                 self("gate_timeout", step)
                 raise RuntimeError(f"the gate at {event} of step {step} was never opened")

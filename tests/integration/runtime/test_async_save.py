@@ -114,6 +114,8 @@ def program_async_model(rank: int, world: int, p: dict[str, Any]) -> int:
                 sync_mgr.save(step, {"app": app})
             async_mgr.save(step, {"app": app}, blocking=False)
             rec("save_returned", step)
+            if step == p["hold_step"]:  # train on only once the write is under way (held)
+                rec.held.wait(60)
     async_mgr.close()
     loaded = {}
     for name, manager in (("sync", sync_mgr), ("async", async_mgr)):

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from hpcflow.errors import CheckpointError
+from hpcflow.errors import HpcflowError
 from hpcflow.runtime import PerRank, Preempted, Run
 
 
@@ -134,7 +134,7 @@ def test_a_stop_without_a_checkpoint_dir_is_an_error(tmp_path):
     with Run.from_env(env) as run:
         state = {"model": torch.nn.Linear(2, 2)}
         assert run.restore(state) == 0
-        with pytest.raises(CheckpointError, match="no checkpoint directory"):
+        with pytest.raises(HpcflowError, match="no checkpoint directory"):
             run.step_done(1, state)
 
 
