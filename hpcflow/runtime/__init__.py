@@ -8,21 +8,20 @@ Modules, one job each:
 
 - :mod:`~hpcflow.runtime.run`: ``Run``, the public API: join, restore, step boundary, leave
 - :mod:`~hpcflow.runtime.appstate`: a loop's mapping of objects as one DCP ``Stateful``
-
+- :mod:`~hpcflow.runtime.hf`, :mod:`~hpcflow.runtime.lightning`: thin adapters for the Hugging
+  Face Trainer and Lightning (optional extras ``hf``, ``lightning``)
 - :mod:`~hpcflow.runtime.env`: ``DistEnv`` from Slurm / torchrun variables (pure, no torch)
+- :mod:`~hpcflow.runtime.runconfig`: the ``HPCFLOW_*`` settings (names in :mod:`hpcflow.protocol`)
 - :mod:`~hpcflow.runtime.dist`: join and leave the process group
-- :mod:`~hpcflow.runtime.preemption`: SIGUSR1 + flag file, agreed across ranks
+- :mod:`~hpcflow.runtime.preemption`: the warning signal + flag file, agreed across ranks
 - :mod:`~hpcflow.runtime.commit`: checkpoint directory layout and commit records (no torch)
 - :mod:`~hpcflow.runtime.checkpoint`: ``CheckpointManager``: DCP save, commit, prune, load
-- :mod:`~hpcflow.runtime.rng`, :mod:`~hpcflow.runtime.sampler`, :mod:`~hpcflow.runtime.trainstate`:
-  what an exact resume needs
+- :mod:`~hpcflow.runtime.rng`, :mod:`~hpcflow.runtime.sampler`: what an exact resume needs
 - :mod:`~hpcflow.runtime.parallel_dims`: ``ParallelDims``: pp x dp x tp checked, the mesh built once
-- :mod:`~hpcflow.runtime.lm`, :mod:`~hpcflow.runtime.data`: the byte-level transformer and its text
-- :mod:`~hpcflow.runtime.parallelize`: TP, FSDP2/DDP and pipeline stages applied to the model
-- :mod:`~hpcflow.runtime.tasks`: the example workloads (toy MLP, transformer) behind one interface
-- :mod:`~hpcflow.runtime.metrics`, :mod:`~hpcflow.runtime.digest`: step metrics and MFU; a
-  layout-independent digest of the full parameters
-- :mod:`~hpcflow.runtime.train`: the example program, ``python -m hpcflow.runtime.train``
+- :mod:`~hpcflow.runtime.digest`: a layout-independent digest of parameters and optimizer state
+- :mod:`~hpcflow.runtime.lines`: the tagged lines rank 0 prints
+
+The example workloads that use this library live apart, in :mod:`hpcflow.examples`.
 
 The names below are imported on first use, so ``import hpcflow.runtime`` never imports torch.
 This package never imports ``hpcflow.cli``, ``hpcflow.slurm`` or ``hpcflow.jobs``.
@@ -45,10 +44,8 @@ _EXPORTS = {
     "shutdown": "hpcflow.runtime.dist",
     "PreemptionMonitor": "hpcflow.runtime.preemption",
     "CheckpointManager": "hpcflow.runtime.checkpoint",
-    "TrainState": "hpcflow.runtime.trainstate",
     "ResumableSampler": "hpcflow.runtime.sampler",
     "ParallelDims": "hpcflow.runtime.parallel_dims",
-    "LMConfig": "hpcflow.runtime.lm",
 }
 
 __all__ = sorted(_EXPORTS)

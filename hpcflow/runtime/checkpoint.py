@@ -14,7 +14,7 @@ Every collective of a save runs on a gloo group of its own, never on the trainin
 (torchtitan ``components/checkpoint.py`` does the same for its async mode).
 
 ``state`` is a DCP state dict: tensors, DTensors, picklable values, and ``Stateful`` objects
-(``state_dict()`` / ``load_state_dict()``), e.g. :class:`hpcflow.runtime.trainstate.TrainState`.
+(``state_dict()`` / ``load_state_dict()``), e.g. :class:`hpcflow.examples.trainstate.TrainState`.
 """
 
 from __future__ import annotations

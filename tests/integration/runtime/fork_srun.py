@@ -4,7 +4,7 @@ Importing torch with DCP and FSDP2 costs about 5 CPU-seconds; four ranks on two 
 most of a test importing. This launcher imports the training program once, then for every step it
 is asked to start forks ``world_size`` children; each child sets the ``SLURM_*`` variables srun
 would give that task, sends its output to its own log file and runs
-``hpcflow.runtime.train.main`` — the function ``python -m hpcflow.runtime.train`` runs — then exits
+``hpcflow.examples.train.main`` — the function ``python -m hpcflow.examples.train`` runs — then exits
 with its return code. The launcher itself never starts a process group or a thread, so every fork
 starts clean.
 
@@ -33,16 +33,16 @@ def preload() -> None:
     import torch.distributed.tensor  # noqa: F401
     import torch.distributed.tensor.parallel  # noqa: F401
 
-    import hpcflow.runtime.data  # noqa: F401
+    import hpcflow.examples.data  # noqa: F401
+    import hpcflow.examples.lm  # noqa: F401
+    import hpcflow.examples.metrics  # noqa: F401
+    import hpcflow.examples.parallelize  # noqa: F401
+    import hpcflow.examples.tasks  # noqa: F401
+    import hpcflow.examples.toy  # noqa: F401
+    import hpcflow.examples.train  # noqa: F401
+    import hpcflow.examples.trainstate  # noqa: F401
     import hpcflow.runtime.digest  # noqa: F401
-    import hpcflow.runtime.lm  # noqa: F401
-    import hpcflow.runtime.metrics  # noqa: F401
-    import hpcflow.runtime.parallelize  # noqa: F401
     import hpcflow.runtime.sampler  # noqa: F401
-    import hpcflow.runtime.tasks  # noqa: F401
-    import hpcflow.runtime.toy  # noqa: F401
-    import hpcflow.runtime.train  # noqa: F401
-    import hpcflow.runtime.trainstate  # noqa: F401
 
 
 def run_child(argv: list[str], env: dict[str, str], log: str) -> None:
@@ -55,7 +55,7 @@ def run_child(argv: list[str], env: dict[str, str], log: str) -> None:
         os.close(fd)
         os.environ.clear()
         os.environ.update(env)
-        from hpcflow.runtime import train
+        from hpcflow.examples import train
 
         code = train.main(argv)
     except SystemExit as exc:  # argparse errors

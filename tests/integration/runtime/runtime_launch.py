@@ -4,7 +4,7 @@ Each rank gets the ``SLURM_*`` variables srun would set (srun(1), "OUTPUT ENVIRO
 VARIABLES"). The two "nodes" are 127.0.0.1 and 127.0.0.2, both loopback on Linux, so the
 rendezvous host (first host of the node list) resolves without /etc/hosts. The job id is chosen so
 the port the runtime derives from it is free. Ranks are forked by ``fork_srun.py`` (one torch
-import for all of them); ``python -m hpcflow.runtime.train`` itself is run by the tests that do
+import for all of them); ``python -m hpcflow.examples.train`` itself is run by the tests that do
 not need several ranks.
 """
 
@@ -193,9 +193,9 @@ class ForkSrun:
             ]
         self._send({"cmd": "start", "argv": argv, "env": envs, "logs": [str(p) for p in logs]})
         pids = self._read(10.0)["pids"]
-        print(f"$ python -m hpcflow.runtime.train {' '.join(argv)}  x{len(envs)} "
+        print(f"$ python -m hpcflow.examples.train {' '.join(argv)}  x{len(envs)} "
               f"(job {job_id}, restart {restart}, pids {pids})")
-        self.step = Step(pids, logs, ["python -m hpcflow.runtime.train", *argv])
+        self.step = Step(pids, logs, ["python -m hpcflow.examples.train", *argv])
         return self.step
 
     def wait(self, step: Step, timeout_s: float = 60.0) -> list[int]:

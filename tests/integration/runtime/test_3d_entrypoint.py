@@ -1,4 +1,4 @@
-"""``python -m hpcflow.runtime.train --model lm`` as a real single process: a layout that does not
+"""``python -m hpcflow.examples.train --model lm`` as a real single process: a layout that does not
 fit the job exits 2 before any training, and a run on a text file writes its metrics."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from runtime_launch import base_env
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(120)]
 
-TRAIN = [sys.executable, "-m", "hpcflow.runtime.train", "--model", "lm"]
+TRAIN = [sys.executable, "-m", "hpcflow.examples.train", "--model", "lm"]
 
 
 def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:

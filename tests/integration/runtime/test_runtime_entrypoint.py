@@ -1,4 +1,4 @@
-"""``python -m hpcflow.runtime.train`` as a real process: exit codes and the files it writes."""
+"""``python -m hpcflow.examples.train`` as a real process: exit codes and the files it writes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 from runtime_launch import base_env
 
-TRAIN = [sys.executable, "-m", "hpcflow.runtime.train"]
+TRAIN = [sys.executable, "-m", "hpcflow.examples.train"]
 
 
 def run(args: list[str], env: dict[str, str], timeout_s: float = 90) -> subprocess.CompletedProcess:

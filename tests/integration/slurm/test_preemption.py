@@ -23,7 +23,7 @@ def train_spec(steps: int, **extra) -> dict:
         "nodes": 2,
         "tasks_per_node": 4,
         "time_limit": "00:20:00",
-        "program": {"module": "hpcflow.runtime.train",
+        "program": {"module": "hpcflow.examples.train",
                     "args": ["--steps", str(steps), "--step-time-s", "0.3"]},
         "env": {"OMP_NUM_THREADS": "1"},
         "preemption": {"signal_lead_s": 120, "max_requeues": 3},

@@ -169,16 +169,21 @@ def test_parse_tasks_per_node(value, expected):
 
 def test_importing_env_and_the_package_does_not_import_torch():
     code = (
-        "import sys, hpcflow.runtime, hpcflow.runtime.env, hpcflow.runtime.train; "
+        "import sys, hpcflow.runtime, hpcflow.runtime.env, hpcflow.examples.train; "
         "hpcflow.runtime.DistEnv; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
-def test_runtime_imports_only_errors_hostlist_protocol_and_itself():
-    allowed = ("hpcflow.errors", "hpcflow.hostlist", "hpcflow.protocol", "hpcflow.runtime")
-    runtime_dir = Path(hpcflow.runtime.__file__).parent
+@pytest.mark.parametrize("package, allowed", [
+    pytest.param("runtime", ("hpcflow.errors", "hpcflow.hostlist", "hpcflow.protocol",
+                             "hpcflow.runtime"), id="runtime"),
+    pytest.param("examples", ("hpcflow.errors", "hpcflow.runtime", "hpcflow.examples"),
+                 id="examples-use-the-runtime-only"),
+])
+def test_runtime_and_examples_import_only_what_they_may(package, allowed):
+    runtime_dir = Path(hpcflow.runtime.__file__).parent.parent / package
     offenders = []
     for path in sorted(runtime_dir.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):

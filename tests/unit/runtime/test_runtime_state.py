@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from hpcflow.errors import CheckpointError
+from hpcflow.examples.trainstate import TrainState
 from hpcflow.runtime.checkpoint import CheckpointManager
 from hpcflow.runtime.rng import capture_rng_state, restore_rng_state, restore_rng_state_bytes
 from hpcflow.runtime.sampler import ResumableSampler
-from hpcflow.runtime.trainstate import TrainState
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 

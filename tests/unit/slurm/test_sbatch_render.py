@@ -31,7 +31,7 @@ def job(**changes: Any) -> JobSpec:
         "cpus_per_task": 1,
         "time_limit": "00:30:00",
         "run_dir": "/scratch/runs/toy",
-        "program": {"module": "hpcflow.runtime.train", "args": ["--steps", "200"]},
+        "program": {"module": "hpcflow.examples.train", "args": ["--steps", "200"]},
     }
     data.update(changes)
     return JobSpec.model_validate(data)
@@ -219,7 +219,7 @@ def test_step_runs_in_the_background_with_kill_on_bad_exit() -> None:
         "--cpus-per-task=1",
         PYTHON,
     ]
-    assert words[7:-1] == ["-m", "hpcflow.runtime.train", "--steps", "200"]
+    assert words[7:-1] == ["-m", "hpcflow.examples.train", "--steps", "200"]
 
 
 def test_torchrun_runs_one_task_per_node_and_keeps_the_flag_file() -> None:

@@ -22,7 +22,7 @@ MINIMAL: dict[str, Any] = {
     "name": "toy",
     "time_limit": "01:00:00",
     "run_dir": "/scratch/runs/toy",
-    "program": {"module": "hpcflow.runtime.train", "args": ["--steps", "100"]},
+    "program": {"module": "hpcflow.examples.train", "args": ["--steps", "100"]},
 }
 
 
@@ -263,7 +263,7 @@ FILE = """\
     time_limit: 1:30:00
     run_dir: runs/toy
     program:
-      module: hpcflow.runtime.train
+      module: hpcflow.examples.train
       args: [--steps, 0100, 1:30]
     env:
       MODE: 0755

@@ -17,7 +17,7 @@ from hpcflow.spec.loading import validate_model
 
 BASE: dict[str, Any] = {
     "name": "lm", "nodes": 2, "tasks_per_node": 4, "time_limit": "01:00:00",
-    "run_dir": "/scratch/runs/lm", "program": {"module": "hpcflow.runtime.train"},
+    "run_dir": "/scratch/runs/lm", "program": {"module": "hpcflow.examples.train"},
 }
 
 

@@ -1,8 +1,8 @@
 """The two workloads of the example program, behind one small interface.
 
-- ``toy-mlp``: the MLP of :mod:`hpcflow.runtime.toy`, FSDP2 over the whole world (dp only).
-- ``lm``: the byte-level transformer of :mod:`hpcflow.runtime.lm` on real text, laid out as
-  pp x dp x tp (:mod:`hpcflow.runtime.parallelize`).
+- ``toy-mlp``: the MLP of :mod:`hpcflow.examples.toy`, FSDP2 over the whole world (dp only).
+- ``lm``: the byte-level transformer of :mod:`hpcflow.examples.lm` on real text, laid out as
+  pp x dp x tp (:mod:`hpcflow.examples.parallelize`).
 
 A :class:`Task` owns the model, optimizer, LR scheduler and sampler; :meth:`Task.step` runs one
 training step and returns the loss averaged over the samples of the whole job (the same value
@@ -99,7 +99,7 @@ def build_toy(args: Any, rank: int, world_size: int, local_world_size: int, devi
     """
     from torch.distributed.fsdp import fully_shard
 
-    from hpcflow.runtime import toy
+    from hpcflow.examples import toy
 
     dims = ParallelDims(args.dp, args.pp, args.tp, world_size, local_world_size)
     if dims.pp != 1 or dims.tp != 1:
@@ -140,8 +140,8 @@ def build_lm(args: Any, rank: int, world_size: int, local_world_size: int, devic
         ValueError: the layout, batch, micro-batch count, sequence length or data do not fit;
             the message names the flag to change.
     """
-    from hpcflow.runtime import data as hdata
-    from hpcflow.runtime import lm, metrics, parallelize
+    from hpcflow.examples import data as hdata
+    from hpcflow.examples import lm, metrics, parallelize
 
     dims = ParallelDims(args.dp, args.pp, args.tp, world_size, local_world_size)
     config = lm.preset(args.model_size, dropout=args.dropout)

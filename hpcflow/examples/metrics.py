@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hpcflow.runtime.lm import LMConfig, count_params
+from hpcflow.examples.lm import LMConfig, count_params
 
 #: Peak dense (no 2:4 sparsity) bf16 tensor-core TFLOP/s per GPU, by a substring of
 #: ``torch.cuda.get_device_name()``; matched in this order (the first hit wins), so the

@@ -1,8 +1,8 @@
-"""The example training program: every rank runs ``python -m hpcflow.runtime.train``.
+"""The example training program: every rank runs ``python -m hpcflow.examples.train``.
 
 It follows docs/protocol.md: clean partial checkpoints, resume from the latest committed one,
 train, agree on a stop request at each step boundary, save + commit, exit 75 when preempted, 0 when
-done. Two workloads (:mod:`hpcflow.runtime.tasks`): ``--model toy-mlp`` (default), an MLP with
+done. Two workloads (:mod:`hpcflow.examples.tasks`): ``--model toy-mlp`` (default), an MLP with
 FSDP2 over the whole world; ``--model lm``, a byte-level transformer on real text laid out as
 pp x dp x tp (``--pp``, ``--dp``, ``--tp``; docs/training.md). gloo on CPU, NCCL on GPU.
 
@@ -51,13 +51,13 @@ EXIT_USAGE = 2
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The program's command line (see the module docstring)."""
-    from hpcflow.runtime.data import DEFAULT_MAX_BYTES, STDLIB
-    from hpcflow.runtime.lm import PRESETS
-    from hpcflow.runtime.parallelize import DP_MODES, SCHEDULES
-    from hpcflow.runtime.tasks import MODELS
+    from hpcflow.examples.data import DEFAULT_MAX_BYTES, STDLIB
+    from hpcflow.examples.lm import PRESETS
+    from hpcflow.examples.parallelize import DP_MODES, SCHEDULES
+    from hpcflow.examples.tasks import MODELS
 
     parser = argparse.ArgumentParser(
-        prog="python -m hpcflow.runtime.train",
+        prog="python -m hpcflow.examples.train",
         description="Example preemption-safe training run, one process per rank: a data-parallel "
         "MLP (toy-mlp) or a pp x dp x tp byte-level transformer on real text (lm).",
     )
@@ -108,10 +108,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def run(args: argparse.Namespace, hrun: Run) -> int:
     """Resume, train and checkpoint through the public :class:`~hpcflow.runtime.run.Run` API;
     returns the exit code (collective on every rank). A preemption raises ``Preempted``."""
+    from hpcflow.examples.metrics import MetricsLog, device_peak_tflops, step_metrics
+    from hpcflow.examples.tasks import build_task, seed_rank_streams
+    from hpcflow.examples.trainstate import TrainState
     from hpcflow.runtime.digest import optimizer_sha256, params_sha256
-    from hpcflow.runtime.metrics import MetricsLog, device_peak_tflops, step_metrics
-    from hpcflow.runtime.tasks import build_task, seed_rank_streams
-    from hpcflow.runtime.trainstate import TrainState
 
     env, config = hrun.env, hrun.config
     try:

@@ -1,4 +1,4 @@
-"""Apply tensor, data and pipeline parallelism to :mod:`hpcflow.runtime.lm`, PyTorch-native.
+"""Apply tensor, data and pipeline parallelism to :mod:`hpcflow.examples.lm`, PyTorch-native.
 
 - TP: ``parallelize_module`` with ``ColwiseParallel`` for ``wq``/``wk``/``wv`` and ``w1``/``w3``,
   ``RowwiseParallel`` for ``wo`` and ``w2`` (Megatron-LM's split, Shoeybi et al. 2019, §3: one
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hpcflow.runtime.lm import LMConfig, Transformer, split_layers
+from hpcflow.examples.lm import LMConfig, Transformer, split_layers
 from hpcflow.runtime.parallel_dims import ParallelDims
 
 #: ``--schedule`` value -> (``torch.distributed.pipelining`` class name, stages per pp rank).

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
+from hpcflow.examples.trainstate import TrainState
 from hpcflow.runtime.sampler import ResumableSampler
-from hpcflow.runtime.trainstate import TrainState
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 

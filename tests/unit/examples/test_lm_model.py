@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcflow.runtime import data, lm, metrics, parallelize
+from hpcflow.examples import data, lm, metrics, parallelize
 from hpcflow.runtime.sampler import ResumableSampler
 
 
