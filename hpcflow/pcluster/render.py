@@ -109,11 +109,25 @@ def render_file(spec_path: str | Path, output: str | Path | None,
 
 
 def _same_file(a: str | Path, b: str | Path) -> bool:
-    """True when ``a`` and ``b`` name one file (through links and relative paths)."""
+    """True when ``a`` and ``b`` name one file (through links and relative paths).
+
+    Raises:
+        SpecError: ``b`` (the ``-o`` path) is a symlink loop or a name the file system refuses.
+    """
     try:
         return os.path.samefile(a, b)
     except OSError:
+        pass
+    try:
         return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (pathlib, 3.11)
+        raise _unusable_output(b, exc) from None
+
+
+def _unusable_output(path: str | Path, exc: BaseException) -> SpecError:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return SpecError(f"-o {str(path)[:120]}{'...' if len(str(path)) > 120 else ''}: cannot be "
+                     f"used as the output file ({reason}); give a writable file path")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -124,8 +138,15 @@ def write_atomic(path: Path, text: str) -> None:
     would replace the device node itself.
 
     Raises:
+        SpecError: ``path`` is a symlink loop or a name the file system refuses (exit 2).
         HpcflowError: the file cannot be written; the message names the path and the reason.
     """
+    try:  # a symlink loop or an over-long name fails here, before anything is written
+        path.exists()
+        if path.is_symlink():
+            path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise _unusable_output(path, exc) from None
     if path.exists() and not path.is_file():  # both follow symlinks: /dev/stdout -> a pipe
         if path.is_dir():
             raise HpcflowError(f"{path}: is a directory; give a file name, e.g. {path}/cluster.yaml")

@@ -42,6 +42,10 @@ OS_CHOICES = ("alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rocky8", "rhel
 Os = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rocky8", "rhel9", "rocky9"]
 
 
+#: hpcflow's bound on one compute resource's node count: far above any real queue, and it keeps
+#: node counts and cost figures finite (a 400-digit count used to reach ``MaxCount``).
+MAX_RESOURCE_NODES = 100_000
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -114,11 +118,11 @@ class ComputeSpec(_Model):
                                           "``Instances``), instead of instance_type; they must "
                                           "have the same vCPUs and accelerators.")
     min_nodes: int | None = Field(
-        None, ge=0, description="Static nodes that always run (``MinCount``); default 0, or "
-                                "``max_nodes`` on a capacity block (capacity blocks need static "
-                                "nodes).")
-    max_nodes: int = Field(ge=1, description="Most nodes this resource scales to "
-                                             "(``MaxCount``).")
+        None, ge=0, le=MAX_RESOURCE_NODES,
+        description="Static nodes that always run (``MinCount``); default 0, or ``max_nodes`` on "
+                    "a capacity block (capacity blocks need static nodes).")
+    max_nodes: int = Field(ge=1, le=MAX_RESOURCE_NODES,
+                           description="Most nodes this resource scales to (``MaxCount``).")
     efa: bool | None = Field(None, description="Attach EFA; default: on when every instance "
                                                "type supports it.")
     disable_smt: bool | None = Field(
