@@ -111,6 +111,21 @@ def srun_options(spec: JobSpec) -> list[str]:
     return words
 
 
+def network_preset(spec: JobSpec) -> list[tuple[str, str, str]]:
+    """The NCCL/EFA preset variables for ``spec.network`` as ``(name, value, why + source)``,
+    leaving out every name the spec's ``env`` sets (the user's value wins). Empty without a
+    ``network`` block or with ``preset: false``. Rules and sources: :mod:`hpcflow.nccl.presets`.
+    """
+    net = spec.network
+    if net is None or not net.preset:
+        return []
+    from hpcflow.nccl.presets import Versions, preset_env
+
+    preset = preset_env(net.instance_type, Versions(ofi_nccl=net.ofi_nccl_version))
+    return [(s.name, s.value, f"{s.why} ({s.to_dict()['source']})")
+            for s in preset.settings if s.name not in spec.env]
+
+
 def program_words(spec: JobSpec, python: str) -> list[str]:
     """The program part of the step command (after srun's options, or after torchrun's)."""
     prog = spec.program
@@ -175,6 +190,8 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
         "files": _FILES,
         "signal_lead_s": spec.preemption.signal_lead_s,
         "env": sorted(spec.env.items()),
+        "network_preset": network_preset(spec),
+        "instance_type": spec.network.instance_type if spec.network else "",
         "nodes": spec.nodes,
         "tasks_per_node": spec.tasks_per_node,
         "ntasks": spec.ntasks,

@@ -52,6 +52,10 @@ _NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _SLURM_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 _PARTITION_RE = re.compile(r"[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INSTANCE_TYPE_RE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9]+")
+_VERSION_RE = re.compile(r"v?[0-9]+(\.[0-9]+)*([-+][A-Za-z0-9.]+)?")
+#: A node's interfaces as EC2 shows them, for checking NCCL_SOCKET_IFNAME before the job runs.
+_TYPICAL_INTERFACES = ("lo", "docker0", "ens5", "eth0")
 _MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # sbatch(1), "filename pattern": '%' starts a replacement symbol and a backslash anywhere turns
@@ -385,6 +389,39 @@ class ParallelismSpec(_Model):
     )
 
 
+class NetworkSpec(_Model):
+    """The nodes' network, for the NCCL/EFA environment preset (hpcflow.nccl.presets)."""
+
+    instance_type: str = Field(
+        description="EC2 instance type of the nodes, e.g. p5.48xlarge; picks the preset.",
+    )
+    ofi_nccl_version: str | None = Field(
+        default=None,
+        description=(
+            "Installed aws-ofi-nccl version, e.g. 1.7.4; legacy values are set only for "
+            "versions that need them."
+        ),
+    )
+    preset: bool = Field(
+        default=True,
+        description="Export the preset's variables (a value set in env always wins).",
+    )
+
+    @field_validator("instance_type")
+    @classmethod
+    def _instance_type(cls, value: str) -> str:
+        if not _INSTANCE_TYPE_RE.fullmatch(value):
+            raise ValueError("must be an EC2 instance type such as 'p5.48xlarge'")
+        return value
+
+    @field_validator("ofi_nccl_version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        if value is not None and not _VERSION_RE.fullmatch(value):
+            raise ValueError("must be a version such as '1.7.4' or '1.7.4-aws'")
+        return value
+
+
 class JobSpec(_Model):
     """One training job: resources, program, environment and preemption settings."""
 
@@ -450,6 +487,10 @@ class JobSpec(_Model):
     checkpoint: CheckpointSpec = Field(
         default=CheckpointSpec(),
         description="Checkpoint folder, retention and interval.",
+    )
+    network: NetworkSpec | None = Field(
+        default=None,
+        description="Instance type and aws-ofi-nccl version: the job exports the NCCL/EFA preset.",
     )
     parallelism: ParallelismSpec | None = Field(
         default=None,
@@ -575,6 +616,13 @@ class JobSpec(_Model):
             ))
         if self.parallelism is not None:
             problems.extend(_layout_problems(self, self.parallelism))
+        if "NCCL_SOCKET_IFNAME" in self.env:
+            from hpcflow.nccl.checks import check_socket_ifname
+
+            check = check_socket_ifname(self.env, _TYPICAL_INTERFACES)
+            if check.level == "fail" and "lets NCCL use" in check.message:
+                problems.append(("env.NCCL_SOCKET_IFNAME", self.env["NCCL_SOCKET_IFNAME"],
+                                 f"{check.message}; {check.fix}"))
         _raise_problems(problems)
         return self
 

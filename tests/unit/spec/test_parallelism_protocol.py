@@ -83,3 +83,50 @@ def test_workdir_is_relative_to_the_spec_file_and_becomes_srun_chdir(tmp_path):
     assert spec.program.workdir == folder
     assert f"--chdir={folder}" in srun_options(spec)
     assert not any(w.startswith("--chdir") for w in srun_options(JobSpec.model_validate(BASE)))
+
+
+@pytest.mark.parametrize("network, env, exported", [
+    pytest.param({"instance_type": "p4d.24xlarge", "ofi_nccl_version": "1.5.0"}, {},
+                 {"FI_PROVIDER": "efa", "NCCL_PROTO": "simple", "FI_EFA_USE_DEVICE_RDMA": "1",
+                  "FI_EFA_USE_HUGE_PAGE": "0"}, id="legacy-plugin"),
+    pytest.param({"instance_type": "p5.48xlarge", "ofi_nccl_version": "1.9.1"}, {},
+                 {"FI_EFA_USE_HUGE_PAGE": "0"}, id="current-plugin"),
+    pytest.param({"instance_type": "p5.48xlarge", "ofi_nccl_version": "1.5.0"},
+                 {"NCCL_PROTO": "LL128"},
+                 {"NCCL_PROTO": "LL128", "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1",
+                  "FI_EFA_USE_HUGE_PAGE": "0"}, id="env-wins"),
+    pytest.param({"instance_type": "p5.48xlarge", "preset": False}, {}, {}, id="off"),
+    pytest.param({"instance_type": "m5.large"}, {}, {}, id="no-efa-gpus"),
+])
+def test_the_network_preset_reaches_the_batch_script(network, env, exported):
+    import re
+
+    spec = JobSpec.model_validate({**BASE, "network": network, "env": env})
+    script = render_sbatch(spec, python="/usr/bin/python3")
+    exports = dict(re.findall(r"^export ([A-Z_]+)=(.*)$", script, re.M))
+    for name, value in exported.items():
+        assert exports[name] == value
+    nccl = {k for k in exports if k.startswith(("FI_", "NCCL_"))}
+    assert nccl == set(exported)
+    assert not any(k.startswith("NCCL_IB_") for k in exports)
+    assert script.count("export NCCL_PROTO=") <= 1
+
+
+@pytest.mark.parametrize("value, refused", [
+    pytest.param("lo", True, id="loopback"),
+    pytest.param("docker0", True, id="bridge"),
+    pytest.param("^lo,docker", False, id="excluded"),
+    pytest.param("ens", False, id="host-prefix"),
+])
+def test_an_interface_setting_that_picks_the_loopback_is_refused_at_submit(value, refused):
+    data = {**BASE, "env": {"NCCL_SOCKET_IFNAME": value}}
+    if refused:
+        [problem] = problems(env={"NCCL_SOCKET_IFNAME": value})
+        assert "env.NCCL_SOCKET_IFNAME" in problem and "cannot reach it" in problem
+    else:
+        assert JobSpec.model_validate(data).env["NCCL_SOCKET_IFNAME"] == value
+
+
+def test_a_network_block_names_a_bad_instance_type():
+    [problem] = problems(network={"instance_type": "p5 48xlarge"})
+    assert "network.instance_type" in problem and "EC2 instance type" in problem
