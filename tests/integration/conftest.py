@@ -1,4 +1,8 @@
-"""Fixtures shared by integration test folders."""
+"""Fixtures shared by integration test folders: a moto server on loopback (AWS is never
+reachable; boto3 and ParallelCluster's validators talk to it through ``endpoint_url``).
+
+Started once per module as a subprocess (``moto_server -H 127.0.0.1 -p <free port>``).
+"""
 
 from __future__ import annotations
 
@@ -13,18 +17,31 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture(scope="module")
-def moto_s3_url(tmp_path_factory):
-    """URL of a moto server on 127.0.0.1 (a free port), stopped after the module."""
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def _moto_server_cmd() -> list[str]:
     exe = Path(sys.executable).with_name("moto_server")
-    cmd = [str(exe)] if exe.exists() else [shutil.which("moto_server") or "moto_server"]
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("moto_server")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "moto.server"]
+
+
+@pytest.fixture(scope="module")
+def moto_url(tmp_path_factory) -> str:
+    """URL of a fresh moto server; the server is stopped after the module."""
+    port = _free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
+    cmd = [*_moto_server_cmd(), "-H", "127.0.0.1", "-p", str(port)]
+    print("starting:", " ".join(cmd))
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([*cmd, "-H", "127.0.0.1", "-p", str(port)], stdout=fh,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -34,8 +51,11 @@ def moto_s3_url(tmp_path_factory):
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                pytest.fail(f"moto_server did not start:\n{log.read_text()}")
+                pytest.fail(f"moto_server did not start; log:\n{log.read_text()}")
             time.sleep(0.2)
     yield url
     proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()

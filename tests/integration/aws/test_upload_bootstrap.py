@@ -23,26 +23,26 @@ def env():
     return out
 
 
-def _s3(moto_s3_url):
+def _s3(moto_url):
     import boto3
 
-    return boto3.client("s3", region_name="us-east-1", endpoint_url=moto_s3_url,
+    return boto3.client("s3", region_name="us-east-1", endpoint_url=moto_url,
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
-def _upload(moto_s3_url, env, *args):
+def _upload(moto_url, env, *args):
     cmd = [sys.executable, "-m", "hpcflow", "cluster", "upload-bootstrap", "--endpoint-url",
-           moto_s3_url, *args]
+           moto_url, *args]
     print("+", " ".join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     print(proc.stdout, proc.stderr, sep="\n")
     return proc
 
 
-def test_upload_puts_every_script_and_prints_the_custom_action(moto_s3_url, env, tmp_path):
-    s3 = _s3(moto_s3_url)
+def test_upload_puts_every_script_and_prints_the_custom_action(moto_url, env, tmp_path):
+    s3 = _s3(moto_url)
     s3.create_bucket(Bucket="cluster-scripts")
-    proc = _upload(moto_s3_url, env, "--bucket", "cluster-scripts", "--prefix", "/hpcflow/v1/")
+    proc = _upload(moto_url, env, "--bucket", "cluster-scripts", "--prefix", "/hpcflow/v1/")
     assert proc.returncode == 0, proc.stderr
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="cluster-scripts")["Contents"]}
     want = {f"hpcflow/v1/{p.relative_to(BOOTSTRAP).as_posix()}" for p in BOOTSTRAP.rglob("*")
@@ -59,8 +59,8 @@ def test_upload_puts_every_script_and_prints_the_custom_action(moto_s3_url, env,
     assert snippet["s3_access"] == [{"bucket": "cluster-scripts", "write": False}]
 
 
-def test_missing_bucket_is_named(moto_s3_url, env):
-    proc = _upload(moto_s3_url, env, "--bucket", "no-such-bucket-here", "--json")
+def test_missing_bucket_is_named(moto_url, env):
+    proc = _upload(moto_url, env, "--bucket", "no-such-bucket-here", "--json")
     assert proc.returncode == 2
     err = json.loads(proc.stdout)["error"]
     assert "--bucket: 'no-such-bucket-here' does not exist" in err["message"]
@@ -71,25 +71,25 @@ def test_missing_bucket_is_named(moto_s3_url, env):
     (["--bucket", "ok-bucket", "--prefix", "a//b"], "--prefix: 'a//b' is not allowed"),
     (["--bucket", "ok-bucket", "--steps", "efa,gpu"], "--steps: 'gpu' not allowed"),
 ])
-def test_bad_arguments_are_refused_before_aws_is_asked(moto_s3_url, env, args, message):
-    proc = _upload(moto_s3_url, env, *args)
+def test_bad_arguments_are_refused_before_aws_is_asked(moto_url, env, args, message):
+    proc = _upload(moto_url, env, *args)
     assert proc.returncode == 2 and message in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_entry_script_alone_fetches_its_steps_from_s3(moto_s3_url, env, tmp_path):
+def test_entry_script_alone_fetches_its_steps_from_s3(moto_url, env, tmp_path):
     """As on a ParallelCluster node: only the entry script is downloaded; --from-s3 brings the
     rest with the AWS CLI (here against moto through AWS_ENDPOINT_URL)."""
-    s3 = _s3(moto_s3_url)
+    s3 = _s3(moto_url)
     s3.create_bucket(Bucket="node-scripts")
-    proc = _upload(moto_s3_url, env, "--bucket", "node-scripts", "--json")
+    proc = _upload(moto_url, env, "--bucket", "node-scripts", "--json")
     assert proc.returncode == 0, proc.stderr
     args = json.loads(proc.stdout)["data"]["args"]
     node = tmp_path / "node"
     node.mkdir()
     s3.download_file("node-scripts", "hpcflow/hpcflow-bootstrap.sh", str(node / "entry.sh"))
     root = tmp_path / "root"
-    run_env = {**env, "AWS_ENDPOINT_URL": moto_s3_url,
+    run_env = {**env, "AWS_ENDPOINT_URL": moto_url,
                "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
     steps_at = args.index("--steps")
     cmd = ["bash", str(node / "entry.sh"), *args[:steps_at], "--steps", "healthcheck",

@@ -43,12 +43,12 @@ def test_every_block_of_the_sections_is_run_here():
 
 
 @pytest.mark.moto
-def test_upload_block(moto_s3_url, tmp_path):
+def test_upload_block(moto_url, tmp_path):
     import boto3
 
-    env = {**os.environ, "AWS_ENDPOINT_URL": moto_s3_url, "AWS_ACCESS_KEY_ID": "testing",
+    env = {**os.environ, "AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "testing",
            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_s3_url,
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_url,
                       aws_access_key_id="testing", aws_secret_access_key="testing")
     s3.create_bucket(Bucket="example-cluster-scripts")
     proc = _run(_block("upload-bootstrap"), env, tmp_path)
