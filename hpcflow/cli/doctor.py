@@ -51,7 +51,8 @@ def doctor(ctx: click.Context, instance_type: str | None, shared_dir: str,
                       checkpoint_dir=checkpoint_dir)
     failed = sum(r.level == "fail" for r in results)
     if as_json:
-        emit_json({"checks": [r.to_dict() for r in results], "failed": failed})
+        emit_json({"checks": [r.to_dict() for r in results], "failed": failed},
+                  failure=("ChecksFailed", f"{failed} check(s) failed", 1) if failed else None)
     else:
         _print_results(results)
     if failed:
@@ -110,7 +111,8 @@ def nccl_cmd(nodes: int, instance_type: str | None, gpus_per_node: int | None, n
     failed = sum(c.level == "fail" for c in checks)
     if as_json:
         emit_json({"job_id": job_id, "result": result.to_dict(),
-                   "checks": [c.to_dict() for c in checks], "failed": failed})
+                   "checks": [c.to_dict() for c in checks], "failed": failed},
+                  failure=("ChecksFailed", f"{failed} check(s) failed", 1) if failed else None)
     else:
         click.echo(f"nccl-tests job {job_id}: output in {Path(workdir).resolve()}")
         _print_results(checks)

@@ -26,9 +26,15 @@ from hpcflow.errors import HpcflowError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def emit_json(data: Any) -> None:
-    """Print ``data`` in the success envelope."""
-    click.echo(json.dumps({"ok": True, "data": data, "error": None}, indent=2, default=str))
+def emit_json(data: Any, *, failure: tuple[str, str, int] | None = None) -> None:
+    """Print ``data`` in the envelope: ``ok`` true, or with ``failure`` (type, message, exit
+    code) ``ok`` false and that error beside the data (a command that ran but found problems)."""
+    error = None
+    if failure is not None:
+        kind, message, code = failure
+        error = {"type": kind, "message": message, "exit_code": code}
+    click.echo(json.dumps({"ok": error is None, "data": data, "error": error}, indent=2,
+                          default=str))
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

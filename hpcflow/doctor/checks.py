@@ -233,9 +233,16 @@ def check_shared_fs(probe: Probe, shared_dir: str, checkpoint_dir: str | None) -
     reason = probe.writable_dir(target)
     if reason is None:
         results.append(ok("checkpoint-dir", f"{target} is writable"))
+    elif target == shared_dir and not probe.is_mount(shared_dir):
+        # mkdir here would put checkpoints on the node's own disk, where other nodes never see
+        # them and they die with the node.
+        results.append(fail("checkpoint-dir", f"{target} is not writable: {reason}",
+                            "mount the shared file system first (see shared-fs); do not create "
+                            f"{target} on the node's own disk"))
     else:
         results.append(fail("checkpoint-dir", f"{target} is not writable: {reason}",
-                            f"create it and give your user write access (mkdir -p {target})"))
+                            f"create it on the shared file system and give your user write "
+                            f"access (mkdir -p {target})"))
     return results
 
 

@@ -4,6 +4,7 @@ rules, check with the real schema, and write the YAML only when nothing failed.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Sequence
@@ -144,8 +145,12 @@ def write_atomic(path: Path, text: str) -> None:
     try:  # a symlink loop or an over-long name fails here, before anything is written
         path.exists()
         if path.is_symlink():
-            path.resolve(strict=True)
-    except (OSError, RuntimeError) as exc:
+            path.resolve()  # not strict: /dev/stdout may point at "pipe:[N]", which is fine
+    except RuntimeError as exc:  # a symlink loop (pathlib, Python 3.11)
+        raise _unusable_output(path, exc) from None
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENAMETOOLONG):
+            raise HpcflowError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise _unusable_output(path, exc) from None
     if path.exists() and not path.is_file():  # both follow symlinks: /dev/stdout -> a pipe
         if path.is_dir():

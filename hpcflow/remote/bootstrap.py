@@ -2,8 +2,9 @@
 
 Each host gets a copy of ``bootstrap/`` (a tarball uploaded over SFTP into a fresh temporary
 directory), runs ``hpcflow-bootstrap.sh`` (through ``sudo -n`` unless it logs in as root) and
-the temporary directory is removed. Host keys are checked: a host whose key is not in
-known_hosts is refused unless ``accept_new_host_keys`` is set, and a host whose key differs
+the temporary directory is removed. Host keys are checked against one known_hosts file
+(``~/.ssh/known_hosts`` unless given): a host whose key is not in it is refused unless
+``accept_new_host_keys`` is set, which saves the new key to that file; a host whose key differs
 from the recorded one is always refused (paramiko raises ``BadHostKeyException``).
 
 fabric and paramiko are imported inside the functions that use them.
@@ -11,10 +12,13 @@ fabric and paramiko are imported inside the functions that use them.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import re
 import shlex
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -127,6 +131,18 @@ def bootstrap_tarball(root: Path) -> bytes:
     return buf.getvalue()
 
 
+#: Where host keys are checked and saved without ``--known-hosts`` (OpenSSH's default).
+DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+def _ensure_file(path: Path) -> None:
+    """Create an empty known_hosts (and its folder, mode 0700) if missing, as ssh does."""
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+
+
 def remote_command(workdir: str, steps: Sequence[str], extra_args: Sequence[str]) -> str:
     """The shell line run on a host (every value quoted)."""
     script = f"{workdir}/bootstrap/hpcflow-bootstrap.sh"
@@ -136,19 +152,28 @@ def remote_command(workdir: str, steps: Sequence[str], extra_args: Sequence[str]
     return f'if [ "$(id -u)" = 0 ]; then {inner} 2>&1; else sudo -n {inner} 2>&1; fi'
 
 
-def _connect_error(host: Host, exc: BaseException) -> str:
+def _fingerprint(key: object) -> str:
+    """``SHA256:<base64>``, as ``ssh-keygen -l`` prints a key's fingerprint."""
+    digest = hashlib.sha256(key.asbytes()).digest()  # type: ignore[attr-defined]
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def _connect_error(host: Host, exc: BaseException, known_hosts: Path) -> str:
     import paramiko
 
     if isinstance(exc, paramiko.BadHostKeyException):
         name = f"[{host.host}]:{host.port}" if host.port != 22 else host.host
-        return (f"host key of {host.label} does NOT match known_hosts (got {exc.key.get_name()} "
-                f"{exc.key.get_base64()[:16]}...): refused. If the host was rebuilt on purpose, "
-                f"remove the old key with: ssh-keygen -R '{name}'")
+        return (f"host key of {host.label} does NOT match {known_hosts} (got {exc.key.get_name()} "
+                f"{_fingerprint(exc.key)}, expected {_fingerprint(exc.expected_key)}): refused. "
+                "If the host was rebuilt on purpose, remove the old key with: "
+                f"ssh-keygen -f {shlex.quote(str(known_hosts))} -R {shlex.quote(name)}")
     if isinstance(exc, paramiko.AuthenticationException):
         return f"authentication failed for {host.label}: {exc} (check --user and --identity)"
     if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
-        return (f"{host.label} is not in known_hosts: refused (add its key with ssh-keyscan, "
-                "or pass --accept-new-host-keys to trust it on first use)")
+        return (f"{host.label} is not in {known_hosts}: refused (add its key with "
+                f"ssh-keyscan -p {host.port} -H {shlex.quote(host.host)} >> "
+                f"{shlex.quote(str(known_hosts))}, or pass --accept-new-host-keys to trust it "
+                "on first use)")
     return f"cannot connect to {host.label}: {type(exc).__name__}: {exc}"
 
 
@@ -166,17 +191,19 @@ def run_host(host: Host, tarball: bytes, steps: Sequence[str], extra_args: Seque
         kwargs["key_filename"] = [identity]
     conn = Connection(host.host, user=host.user, port=host.port, connect_timeout=connect_timeout_s,
                       connect_kwargs=kwargs)
-    if known_hosts:
-        conn.client.load_host_keys(known_hosts)
-    else:
-        conn.client.load_system_host_keys()
+    # One file, read and written: a key accepted on first use is saved to it (paramiko's
+    # AutoAddPolicy saves to the file load_host_keys read), so a later change is refused.
+    path = Path(known_hosts).expanduser() if known_hosts else DEFAULT_KNOWN_HOSTS.expanduser()
     conn.client.set_missing_host_key_policy(AutoAddPolicy() if accept_new_host_keys
                                             else RejectPolicy())
     try:
-        conn.open()
+        with _KNOWN_HOSTS_LOCK:  # hosts in parallel: each sees the keys the others saved
+            _ensure_file(path)
+            conn.client.load_host_keys(str(path))
+            conn.open()
     except Exception as exc:  # noqa: BLE001 - any connect failure is this host's result
         return HostResult(host.label, False, None, time.monotonic() - start,
-                          _connect_error(host, exc))
+                          _connect_error(host, exc, path))
     try:
         workdir = conn.run("mktemp -d /tmp/hpcflow-bootstrap.XXXXXX", hide=True,
                            in_stream=False).stdout.strip()

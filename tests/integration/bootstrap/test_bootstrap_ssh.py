@@ -80,8 +80,8 @@ def test_a_changed_host_key_is_refused(sandbox, start_sshd, ssh_client_key, tmp_
     assert proc.returncode == 1
     host = json.loads(proc.stdout)["data"]["hosts"][0]
     assert host["exit_code"] is None
-    assert "does NOT match known_hosts" in host["summary"]
-    assert f"ssh-keygen -R '[127.0.0.1]:{a.port}'" in host["summary"]
+    assert f"does NOT match {kh}" in host["summary"] and "SHA256:" in host["summary"]
+    assert f"ssh-keygen -f {kh} -R '[127.0.0.1]:{a.port}'" in host["summary"]
     assert not (sandbox.root.parent / "host-a").exists()
 
 
@@ -93,7 +93,32 @@ def test_an_unknown_host_is_refused_unless_accepted(sandbox, start_sshd, ssh_cli
             str(ssh_client_key), "--known-hosts", str(kh), "--json")
     refused = _bootstrap(*args, tmp=tmp_path)
     assert refused.returncode == 1
-    assert "is not in known_hosts: refused" in json.loads(refused.stdout)["data"]["hosts"][0]["summary"]
+    assert f"is not in {kh}: refused" in json.loads(refused.stdout)["data"]["hosts"][0]["summary"]
     accepted = _bootstrap(*args, "--accept-new-host-keys", tmp=tmp_path)
     assert accepted.returncode == 0, accepted.stdout
     assert not (sandbox.root.parent / "host-a").exists()  # a dry run changes nothing
+
+
+def test_a_key_accepted_on_first_use_is_saved_and_a_later_change_refused(
+        sandbox, start_sshd, ssh_client_key, tmp_path):
+    a = start_sshd("a", _host_env(sandbox, "a"))
+    home = tmp_path / "home"  # no ~/.ssh yet: created as ssh would
+    args = ("--hosts", f"127.0.0.1:{a.port}", "--steps", "efa", "--dry-run", "--identity",
+            str(ssh_client_key), "--accept-new-host-keys", "--json")
+
+    def run():
+        cmd = [sys.executable, "-m", "hpcflow", "bootstrap", "--user", "root", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "HOME": str(home), "COLUMNS": "200"})
+
+    first = run()
+    assert first.returncode == 0, first.stdout + first.stderr
+    saved = home / ".ssh" / "known_hosts"
+    assert f"[127.0.0.1]:{a.port} " in saved.read_text()
+    assert oct(saved.stat().st_mode & 0o777) == "0o600"
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    _known_hosts(saved, (a.port, Path(f"{other}.pub").read_text().strip()))  # the host "changed"
+    again = run()
+    assert again.returncode == 1
+    assert "does NOT match" in json.loads(again.stdout)["data"]["hosts"][0]["summary"]

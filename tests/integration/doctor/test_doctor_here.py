@@ -34,3 +34,7 @@ def test_doctor_json_lists_every_check(tmp_path):
     by_name = {c["name"]: c for c in doc["data"]["checks"]}
     assert by_name["checkpoint-dir"]["level"] == "pass"
     assert all(c["fix"] for c in doc["data"]["checks"] if c["level"] != "pass")
+    failed = doc["data"]["failed"]
+    assert failed > 0 and proc.returncode == 1  # no GPU here
+    assert doc["ok"] is False and doc["error"]["exit_code"] == 1
+    assert doc["error"]["message"] == f"{failed} check(s) failed"

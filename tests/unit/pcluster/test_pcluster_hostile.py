@@ -214,3 +214,13 @@ def test_a_huge_node_count_is_refused_naming_the_field(tmp_path: Path):
         assert r.exit_code == 2, r.output
         assert "queues[0].compute[0].max_nodes" in r.output and "100000" in r.output
     assert not (tmp_path / "out.yaml").exists()
+
+
+def test_output_to_dev_stdout_works_through_a_pipe():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "hpcflow", "cluster", "render", str(P5), "-o",
+                           "/dev/stdout"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "\nRegion: " in proc.stdout and "Scheduling:" in proc.stdout
