@@ -11,6 +11,8 @@
 #   STEP OPTIONS   --instance-type/--expect-gpus/--expect-efa/--prolog-dir go to healthcheck.
 #   --from-s3 URL  first copy lib/, steps/ and prolog/ from this S3 prefix with `aws s3 cp`
 #                  (ParallelCluster downloads only the custom action's script itself).
+#   --env NAME=VALUE  export an HPCFLOW_* setting for the steps (e.g. HPCFLOW_ENROOT_SHA256,
+#                  HPCFLOW_NVCC_GENCODE); repeatable.
 # In a cluster spec: bootstrap.on_node_configured: [{script: s3://B/P/hpcflow-bootstrap.sh,
 #   args: [--from-s3, s3://B/P, --steps, "efa,nccl,healthcheck"]}]
 #   (hpcflow cluster upload-bootstrap uploads the files and prints these lines).
@@ -50,6 +52,14 @@ main() {
       --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
       --steps=*) steps="${1#--steps=}"; shift ;;
       --from-s3) s3="${2:?--from-s3 needs an s3:// prefix}"; shift 2 ;;
+      --env)
+        [[ "${2:-}" =~ ^HPCFLOW_[A-Z0-9_]+=.*$ ]] || {
+          printf 'error: --env %s: give HPCFLOW_NAME=VALUE\n' "${2:-}" >&2
+          exit 2
+        }
+        export "${2?}"
+        shift 2
+        ;;
       -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
       *) pass+=("$1"); shift ;;
     esac

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -30,6 +31,9 @@ from hpcflow.cli.output import emit_json, handles_errors
 @click.option("--prefix", help="Install under this root on each host (default: /).")
 @click.option("--instance-type", help="Instance type for the health check (default: instance "
                                       "metadata at check time).")
+@click.option("--env", "env_items", multiple=True, metavar="HPCFLOW_NAME=VALUE",
+              help="A setting for the steps on every host, e.g. HPCFLOW_ENROOT_SHA256=<sha256> "
+                   "or HPCFLOW_NVCC_GENCODE=...; repeatable.")
 @click.option("--log-dir", type=click.Path(file_okay=False),
               help="Write each host's full output to DIR/<host>.log.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -37,7 +41,8 @@ from hpcflow.cli.output import emit_json, handles_errors
 def bootstrap(hosts: str, steps: str | None, dry_run: bool, user: str | None,
               identity: str | None, port: int, known_hosts: str | None,
               accept_new_host_keys: bool, parallel: int, prefix: str | None,
-              instance_type: str | None, log_dir: str | None, as_json: bool) -> None:
+              instance_type: str | None, env_items: tuple[str, ...], log_dir: str | None,
+              as_json: bool) -> None:
     """Bootstrap nodes over SSH: EFA, NCCL, nccl-tests, enroot/pyxis, the health check.
 
     Runs bootstrap/hpcflow-bootstrap.sh on every host (as root, through sudo -n for other
@@ -54,6 +59,11 @@ def bootstrap(hosts: str, steps: str | None, dry_run: bool, user: str | None,
         raise SpecError(f"--parallel: {parallel} is not allowed; give 1 or more")
     extra = (["--dry-run"] if dry_run else []) + (["--prefix", prefix] if prefix else [])
     extra += ["--instance-type", instance_type] if instance_type else []
+    for item in env_items:
+        if not re.fullmatch(r"HPCFLOW_[A-Z0-9_]+=.*", item, re.S) or "\n" in item:
+            raise SpecError(f"--env: {item!r} is not allowed; give HPCFLOW_NAME=VALUE "
+                            "(one line; only hpcflow's own settings reach the steps)")
+        extra += ["--env", item]
     kwargs = dict(identity=identity, known_hosts=known_hosts,
                   accept_new_host_keys=accept_new_host_keys)
     root = data_dir("bootstrap")

@@ -144,7 +144,8 @@ def _ensure_file(path: Path) -> None:
 
 
 def remote_command(workdir: str, steps: Sequence[str], extra_args: Sequence[str]) -> str:
-    """The shell line run on a host (every value quoted)."""
+    """The shell line run on a host (every value quoted); ``--env NAME=VALUE`` pairs in
+    ``extra_args`` reach the entry script, which exports them for its steps."""
     script = f"{workdir}/bootstrap/hpcflow-bootstrap.sh"
     args = ["--steps", ",".join(steps), *extra_args]
     inner = " ".join(shlex.quote(a) for a in ["bash", script, *args])

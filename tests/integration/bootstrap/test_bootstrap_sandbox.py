@@ -147,3 +147,16 @@ def test_pyxis_is_built_where_absent_when_its_checksum_is_given(sandbox):
     assert again.stdout.splitlines() == ["enroot: present, nothing to do",
                                          "pyxis: present, nothing to do"]
     assert "not enabled" not in again.stderr
+
+
+def test_entry_script_env_reaches_the_steps_and_only_hpcflow_names_pass(sandbox):
+    # The nccl step on a node without GPUs takes its CUDA architectures from --env.
+    refused = sandbox.run("hpcflow-bootstrap.sh", "--steps", "nccl", HPCFLOW_STUB_GPUS="0")
+    assert "cannot choose CUDA architectures" in refused.stderr
+    given = sandbox.run("hpcflow-bootstrap.sh", "--steps", "nccl", "--dry-run", "--env",
+                        "HPCFLOW_NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90",
+                        HPCFLOW_STUB_GPUS="0")
+    assert "cannot choose CUDA architectures" not in given.stderr
+    assert "compute_90" in given.stdout + given.stderr
+    bad = sandbox.run("hpcflow-bootstrap.sh", "--steps", "nccl", "--env", "PATH=/tmp")
+    assert bad.returncode == 2 and "--env PATH=/tmp: give HPCFLOW_NAME=VALUE" in bad.stderr

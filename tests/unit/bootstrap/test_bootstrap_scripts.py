@@ -83,3 +83,14 @@ def test_example_specs_point_at_scripts_that_exist():
                         assert step in {"efa", "nccl", "nccl-tests", "enroot-pyxis", "healthcheck"}
                 seen += 1
     assert seen >= 1
+
+
+@pytest.mark.parametrize("item", ["PATH=/tmp", "HPCFLOW_X=a\nb", "hpcflow_x=1"])
+def test_bootstrap_env_takes_only_hpcflow_settings(item: str):
+    from click.testing import CliRunner
+
+    from hpcflow.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["bootstrap", "--hosts", "h1", "--env", item])
+    assert result.exit_code == 2, result.output
+    assert "--env" in result.output and "HPCFLOW_NAME=VALUE" in result.output
