@@ -91,9 +91,17 @@ def test_failing_program_is_not_requeued(submit_job):
 
 
 def test_signal_without_a_committed_checkpoint_does_not_requeue(submit_job):
-    # A program that knows nothing of the protocol: USR1's default action kills it, so no
-    # checkpoint is committed and the job must end rather than requeue into a loop.
-    code = "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    # A program that joined the protocol (its handler is installed and announced) but fails
+    # after the warning without committing a checkpoint: the job ends rather than requeue into
+    # a loop.
+    code = ("import os, sys, time\n"
+            "from hpcflow.runtime.preemption import PreemptionMonitor\n"
+            "m = PreemptionMonitor(os.environ['HPCFLOW_PREEMPT_FLAG'])\n"
+            "m.announce(os.environ['HPCFLOW_JOINED_DIR'], 0)\n"
+            "print('ready', flush=True)\n"
+            "while not m.local_requested():\n"
+            "    time.sleep(0.1)\n"
+            "sys.exit(3)\n")
     job = submit_job({"name": "nockpt", "nodes": 1, "tasks_per_node": 1, "time_limit": "5",
                       "program": {"argv": [PY, "-c", code]}})
     wait_for(lambda: "ready" in job.log(), 300, "the program to start")
@@ -101,8 +109,22 @@ def test_signal_without_a_committed_checkpoint_does_not_requeue(submit_job):
     final = job.wait_finished(300)
     assert final.restarts == 0 and final.state == "FAILED"
     assert job.event("requeue") is None
-    assert job.event("signal") is not None
+    assert job.event("signal")["forwarded"] is True
     assert job.event("job_end")["reason"] == "preempted_no_checkpoint"
+
+
+def test_a_program_that_never_joins_is_not_killed_by_the_warning(submit_job):
+    # USR1's default action would kill it; hpcflow never forwards the signal to it, so it runs
+    # on and completes (its deadline, 30 s before the 5 min limit, is not reached).
+    code = "import time\nprint('ready', flush=True)\ntime.sleep(20)\nprint('finished')\n"
+    job = submit_job({"name": "unaware", "nodes": 1, "tasks_per_node": 1, "time_limit": "5",
+                      "program": {"argv": [PY, "-c", code]}})
+    wait_for(lambda: "ready" in job.log(), 300, "the program to start")
+    job.signal_batch("USR1")
+    final = job.wait_finished(300)
+    assert final.state == "COMPLETED" and final.restarts == 0
+    assert "finished" in job.log()
+    assert job.event("signal")["forwarded"] is False and job.event("requeue") is None
 
 
 def test_hostile_arguments_and_env_reach_the_program_literally(submit_job, tmp_path):
