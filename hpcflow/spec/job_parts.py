@@ -1,0 +1,297 @@
+"""The nested blocks of a job spec: program, container, preemption, checkpoint, parallelism and
+network (:mod:`hpcflow.spec.job` assembles them into ``JobSpec``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from hpcflow.spec.job_fields import (
+    _CONTROL_RE,
+    _INSTANCE_TYPE_RE,
+    _MODULE_RE,
+    _VERSION_RE,
+    MAX_CHECKPOINT_KEEP,
+    MAX_INTERVAL_STEPS,
+    MAX_REQUEUES,
+    MAX_SIGNAL_LEAD_S,
+    MAX_TEXT_CHARS,
+    MIN_SIGNAL_LEAD_S,
+    SIGNAL_JITTER_S,
+    StrictInt,
+    Text,
+    _Model,
+    _path_text,
+    _program_name,
+    _raise_problems,
+)
+from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F401 - re-exported
+
+
+class ProgramSpec(_Model):
+    """What each rank runs: ``python -m MODULE ARGS...`` or an explicit ``argv``."""
+
+    module: str | None = Field(
+        default=None,
+        description="Python module to run as ``python -m MODULE`` on every rank (give this or argv).",
+    )
+    args: list[Text] = Field(
+        json_schema_extra={"limits": f"each at most {MAX_TEXT_CHARS} characters, no NUL"},
+        default=[],
+        description="Arguments after the module; passed literally (no shell expansion).",
+    )
+    argv: list[Text] | None = Field(
+        json_schema_extra={"limits": "a program first: an absolute path, a command name, or a path "
+                                     "relative to workdir; each item as for args"},
+        default=None,
+        description=(
+            "Full command line to run on every rank instead of a module, e.g. [/opt/bin/train, "
+            "--lr, 1e-3]; the program is an absolute path or a command on PATH."
+        ),
+    )
+    python: str | None = Field(
+        json_schema_extra={"limits": "an absolute path, a command name, or relative to workdir"},
+        default=None,
+        description=(
+            "Python interpreter for module (and torchrun); default: the one that runs hpcflow submit."
+        ),
+    )
+    workdir: Path | None = Field(
+        default=None,
+        description=(
+            "Folder the ranks start in (srun --chdir); relative to the spec file's folder; "
+            "default: the run directory."
+        ),
+    )
+    protocol: Literal["auto", "requeue"] = Field(
+        default="auto",
+        description=(
+            "auto: ranks that join hpcflow's protocol (hpcflow.runtime) get the preemption signal "
+            "and checkpoint; a program that does not join is never signalled, and is stopped and "
+            "requeued shortly before the deadline. requeue: always the latter."
+        ),
+    )
+
+    @field_validator("module")
+    @classmethod
+    def _module_name(cls, value: str | None) -> str | None:
+        if value is not None and not _MODULE_RE.fullmatch(value):
+            raise ValueError("must be a dotted Python module name such as 'pkg.train'")
+        return value
+
+    @field_validator("argv")
+    @classmethod
+    def _argv_shape(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0]):
+            raise ValueError("must be a non-empty list whose first item is the program to run")
+        if value is not None:
+            try:
+                _program_name(value[0])
+            except ValueError as exc:
+                raise ValueError(f"its first item, the program, {exc}") from None
+        return value
+
+    @field_validator("python")
+    @classmethod
+    def _python_path(cls, value: str | None) -> str | None:
+        return None if value is None else _program_name(value)
+
+    @field_validator("workdir", mode="before")
+    @classmethod
+    def _workdir_path(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        text = _path_text(value)
+        if not os.path.isabs(text):
+            raise ValueError("must be absolute here (in a spec file it is relative to the file)")
+        return Path(os.path.normpath(text))
+
+    @model_validator(mode="after")
+    def _relative_paths(self) -> ProgramSpec:
+        """Without workdir the ranks start in run_dir: a relative program path would be looked up
+        there, which is never what a spec file's relative path meant."""
+        if self.workdir is not None:
+            return self
+        problems = []
+        for path, value in (("argv", (self.argv or [None])[0]), ("python", self.python)):
+            if value is not None and "/" in value and not os.path.isabs(value):
+                problems.append((path, value, "must be an absolute path or a command name looked "
+                                 "up on PATH; a relative path would be looked up in run_dir, where "
+                                 "the ranks start (or set program.workdir)"))
+        _raise_problems(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _module_or_argv(self) -> ProgramSpec:
+        problems = []
+        if (self.module is None) == (self.argv is None):
+            problems.append(("module", self.module, "give exactly one of module (+ args) or argv"))
+        if self.argv is not None and self.args:
+            problems.append(("args", self.args, "args go with module; with argv put them in argv"))
+        _raise_problems(problems)
+        return self
+
+
+class ContainerSpec(_Model):
+    """A pyxis/enroot container for every rank (srun ``--container-image``)."""
+
+    image: str = Field(
+        description="Image for pyxis ``--container-image``, e.g. nvcr.io#nvidia/pytorch:24.05-py3.",
+    )
+    mounts: list[str] = Field(
+        default=[],
+        description='Bind mounts "SRC:DST" or "SRC:DST:ro" (absolute paths) for ``--container-mounts``.',
+    )
+
+    @field_validator("image")
+    @classmethod
+    def _image_text(cls, value: str) -> str:
+        if not value or re.search(r"[\s,]", value) or _CONTROL_RE.search(value):
+            raise ValueError("must be a non-empty image reference without spaces or commas")
+        return value
+
+    @field_validator("mounts")
+    @classmethod
+    def _mount_specs(cls, value: list[str]) -> list[str]:
+        for item in value:
+            parts = item.split(":")
+            ok = (
+                len(parts) in (2, 3)
+                and all(p.startswith("/") for p in parts[:2])
+                and (len(parts) == 2 or parts[2] in ("ro", "rw"))
+                and not re.search(r"[,\s]", item)
+                and not _CONTROL_RE.search(item)
+            )
+            if not ok:
+                raise ValueError(
+                    f"mount {item!r} must be SRC:DST or SRC:DST:ro|rw with absolute paths and "
+                    "no commas or spaces (pyxis --container-mounts)"
+                )
+        return value
+
+
+class PreemptionSpec(_Model):
+    """How the job is warned before its time limit and how often it may requeue itself."""
+
+    signal_lead_s: StrictInt = Field(
+        json_schema_extra={"limits": f"{MIN_SIGNAL_LEAD_S} to {MAX_SIGNAL_LEAD_S:,}, below time_limit"},
+        default=120,
+        description="Seconds before the time limit that Slurm sends USR1 (step + save + 60 s jitter).",
+    )
+    max_requeues: StrictInt = Field(
+        default=3, ge=0, le=MAX_REQUEUES,
+        description=(
+            "Requeue after a committed preemption checkpoint while SLURM_RESTART_COUNT is below this."
+        ),
+    )
+
+    requeue: bool = Field(
+        default=True,
+        description=(
+            "false: --no-requeue, so neither Slurm (after a node failure) nor hpcflow requeues "
+            "the job; a preemption checkpoint is still saved and committed."
+        ),
+    )
+    signal: Literal["USR1", "USR2"] = Field(
+        default="USR1",
+        description=(
+            "The warning signal (--signal=B:SIG@lead, the trap, the ranks' handler); USR2 for "
+            "programs whose libraries take USR1 for themselves."
+        ),
+    )
+    requeue_margin_s: StrictInt = Field(
+        json_schema_extra={"limits": "15 or more, below signal_lead_s"},
+        default=30, ge=15,
+        description=(
+            "A program that has not joined the protocol is stopped (TERM) this many seconds "
+            "before the deadline, and the job is requeued."
+        ),
+    )
+
+    @field_validator("signal_lead_s")
+    @classmethod
+    def _lead_range(cls, value: int) -> int:
+        if value < MIN_SIGNAL_LEAD_S:
+            raise ValueError(
+                f"must be at least {MIN_SIGNAL_LEAD_S} s: Slurm sends the signal up to "
+                f"{SIGNAL_JITTER_S} s off its mark (sbatch --signal), and the ranks need time "
+                "on top of that to finish a step and save a checkpoint"
+            )
+        if value > MAX_SIGNAL_LEAD_S:
+            raise ValueError(f"must be at most {MAX_SIGNAL_LEAD_S} s (sbatch --signal)")
+        return value
+
+
+class CheckpointSpec(_Model):
+    """Where and how often the runtime saves checkpoints."""
+
+    dir: Path | None = Field(
+        json_schema_extra={"limits": "inside run_dir when relative, not run_dir itself; as run_dir"},
+        default=None,
+        description=(
+            "Checkpoint folder; default <run_dir>/checkpoints; a relative path is under run_dir "
+            "and must stay inside it; never run_dir itself."
+        ),
+    )
+    keep: StrictInt = Field(
+        default=3, ge=1, le=MAX_CHECKPOINT_KEEP, description='Keep the last N committed checkpoints.')
+    interval_steps: StrictInt = Field(
+        default=0, ge=0, le=MAX_INTERVAL_STEPS,
+        description="Save every N steps; 0 saves only when preempted.",
+    )
+
+    @field_validator("dir", mode="before")
+    @classmethod
+    def _dir_text(cls, value: Any) -> Any:
+        return None if value is None else _path_text(value)
+
+
+class ParallelismSpec(_Model):
+    """The parallel layout the program is asked to use: world size = dp x pp x tp."""
+
+    dp: StrictInt = Field(default=-1, description="Data-parallel degree; -1 = the remaining ranks.")
+    pp: StrictInt = Field(default=1, ge=1, description="Pipeline-parallel degree (stages).")
+    tp: StrictInt = Field(
+        default=1, ge=1, description="Tensor-parallel degree; must divide tasks_per_node.",
+    )
+
+
+class NetworkSpec(_Model):
+    """The nodes' network, for the NCCL/EFA environment preset (hpcflow.nccl.presets)."""
+
+    instance_type: str = Field(
+        description="EC2 instance type of the nodes, e.g. p5.48xlarge; picks the preset.",
+    )
+    ofi_nccl_version: str | None = Field(
+        default=None,
+        description=(
+            "Installed aws-ofi-nccl version, e.g. 1.7.4; legacy values are set only for "
+            "versions that need them."
+        ),
+    )
+    preset: bool = Field(
+        default=True,
+        description="Export the preset's variables (a value set in env always wins).",
+    )
+
+    @field_validator("instance_type")
+    @classmethod
+    def _instance_type(cls, value: str) -> str:
+        if not _INSTANCE_TYPE_RE.fullmatch(value):
+            raise ValueError("must be an EC2 instance type such as 'p5.48xlarge'")
+        return value
+
+    @field_validator("ofi_nccl_version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        if value is not None and not _VERSION_RE.fullmatch(value):
+            raise ValueError("must be a version such as '1.7.4' or '1.7.4-aws'")
+        return value
