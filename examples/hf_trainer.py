@@ -35,7 +35,7 @@ def main() -> None:
         model = GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=32, n_embd=64,
                                            n_layer=2, n_head=2))
         targs = TrainingArguments(
-            output_dir=str(run.config.checkpoint_dir),  # hpcflow: the job's checkpoint folder
+            output_dir=str(run.config.checkpoint_dir or "checkpoints"),  # hpcflow: the job's
             max_steps=args.steps, per_device_train_batch_size=8, learning_rate=1e-3,
             save_strategy="no",  # hpcflow saves on the job spec's interval and when preempted
             logging_strategy="no", report_to=[], use_cpu=not torch.cuda.is_available(),

@@ -95,8 +95,9 @@ def status_cmd(nodes: int, controller_port: int, node_base_port: int, as_json: b
 @handles_errors
 def rehearse_cmd(spec: str, overrides: tuple[str, ...], preemptions: int, preempt_after_s: float,
                  notice_s: float, timeout_s: float, as_json: bool) -> None:
-    """Submit SPEC and preempt it: after --preempt-after-s of each attempt, send USR1 to the
-    batch shell exactly as Slurm's --signal=B:USR1@<lead> would, watch the job checkpoint,
+    """Submit SPEC and preempt it: after --preempt-after-s of each attempt, send the spec's
+    warning signal (USR1 unless preemption.signal says USR2) to the batch shell exactly as
+    Slurm's --signal=B:USR1@<lead> would, watch the job checkpoint,
     requeue itself and resume (or, for a program that does not join hpcflow's protocol, get
     stopped before the deadline and requeued), and follow it to its end. Exit code 0 when it
     COMPLETED."""

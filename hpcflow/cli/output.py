@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import sys
 import traceback
@@ -121,6 +122,10 @@ def handles_errors(func: F) -> F:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:  # `hpcflow report J | head`: the reader left; say nothing more
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # Python docs, signal: "Note on SIGPIPE"
+            sys.exit(141)
         except click.exceptions.ClickException as exc:
             if not as_json:
                 raise

@@ -2,8 +2,9 @@
 
 Submits the job, and for each of N preemptions waits until the attempt has run for a while,
 leaves a preemption notice (the nodes go away ``notice_s`` from now, as an EC2 spot interruption
-notice says two minutes ahead) and sends USR1 to the batch shell exactly as Slurm's
-``--signal=B:USR1@<lead>`` would (``scancel --signal=USR1 --batch``; scancel(1)), then waits for
+notice says two minutes ahead) and sends the spec's warning signal (``preemption.signal``, USR1 by
+default) to the batch shell exactly as Slurm's ``--signal=B:USR1@<lead>`` would
+(``scancel --signal=USR1 --batch``; scancel(1)), then waits for
 the job's own answer: checkpoint, commit, requeue; or, for a program that does not join the
 protocol, stop and requeue shortly before the notice's deadline. Finally it follows the job to
 its end and reports what happened.
@@ -34,7 +35,7 @@ class Rehearsal:
     Attributes:
         job_id: the job rehearsed.
         status: its final status.
-        preemptions_sent: how many USR1 warnings were sent.
+        preemptions_sent: how many warnings (the spec's signal) were sent.
         requeues: how many times the job requeued itself (from its ledger).
         events: the job's ledger.
     """
@@ -59,6 +60,9 @@ def _wait(pred: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 
 #: An EC2 spot interruption notice comes two minutes before the instance is reclaimed (EC2 user
 #: guide, "Spot Instance interruption notices").
 SPOT_NOTICE_S = 120.0
+#: Seconds ranks that joined the protocol may take to report their first training step
+#: (imports, rendezvous, loading a checkpoint) before they are preempted anyway.
+STARTUP_ALLOWANCE_S = 120.0
 
 
 def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemptions: int = 1,
@@ -83,7 +87,10 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
     Raises:
         HpcflowError: the job ended or stalled before the rehearsal could finish.
     """
+    from hpcflow.spec.job import load_job_spec
+
     client = client or SlurmClient()
+    warning = load_job_spec(spec_path, overrides).preemption.signal  # what Slurm would send
     result = service.submit(spec_path, overrides, client=client)
     job_id = str(result.job_id)
     run_dir = result.run_dir
@@ -106,16 +113,22 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
             log(f"job ended before preemption {attempt + 1}: rc {start.get('rc')}")
             break
         # Count the time from the attempt's first training step when the program reports
-        # steps (`hpcflow-step` lines); start-up (imports, rendezvous) is not training.
-        # A program that prints none is preempted that long after the attempt began.
+        # steps (`hpcflow-step` lines); start-up (imports, rendezvous) is not training. Ranks
+        # that joined the protocol are given up to STARTUP_ALLOWANCE_S for their first step; a
+        # program none of whose ranks joined is preempted preempt_after_s after it began.
         offset = _log_size(result.log_path)
-        log(f"attempt {attempt + 1} started on {start.get('nodelist')}; waiting up to "
-            f"{preempt_after_s:.0f} s for its first training step")
+        joined_dir = protocol.state_dir(run_dir) / protocol.joined_name(job_id, attempt)
+        log(f"attempt {attempt + 1} started on {start.get('nodelist')}; waiting for its first "
+            "training step")
         began = time.monotonic()
-        stepped = False
-        while time.monotonic() < began + min(left(), preempt_after_s) and not _ended(events()):
+        stepped = joined = False
+        while (time.monotonic() < began + min(left(), STARTUP_ALLOWANCE_S)
+               and not _ended(events())):
             if _first_line_after(result.log_path, offset, protocol.TAG_STEP + " "):
                 stepped = True
+                break
+            joined = _any_file(joined_dir)
+            if time.monotonic() >= began + preempt_after_s and not joined:
                 break
             time.sleep(0.5)
         resumed = _first_line_after(result.log_path, offset, protocol.TAG_RESUME + " ")
@@ -123,20 +136,29 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
         if stepped:
             log(f"attempt {attempt + 1} is training ({where}); preempting in {preempt_after_s:.0f} s")
             time.sleep(preempt_after_s)
+        elif joined:
+            log(f"attempt {attempt + 1}: its ranks joined the protocol but report no training "
+                f"steps (no {protocol.TAG_STEP} lines) after {STARTUP_ALLOWANCE_S:.0f} s: "
+                "preempting it now")
         else:
             log(f"attempt {attempt + 1} reports no training steps (no {protocol.TAG_STEP} lines) "
-                f"after {preempt_after_s:.0f} s: preempting it now")
+                f"and no rank joined the protocol after {preempt_after_s:.0f} s: preempting it now")
         if _ended(events()):
             log("job ended before its preemption warning")
             break
         _leave_notice(run_dir, job_id, notice_s)
-        client.cancel(job_id, signal="USR1", batch_only=True)
+        client.cancel(job_id, signal=warning, batch_only=True)
         sent += 1
-        log(f"sent USR1 to the batch shell of job {job_id} (preemption warning {sent}; the "
+        log(f"sent {warning} to the batch shell of job {job_id} (preemption warning {sent}; the "
             f"nodes go away in {notice_s:.0f} s)")
-        outcome = _wait(lambda a=attempt: next((e for e in events() if e.get("event") in
-                        ("requeue", "job_end") and int(e.get("restart", -1)) == a), None),
-                        left(), "the job to checkpoint and requeue")
+        gone = _GoneWatcher(job_id, client)
+        outcome = _wait(lambda a=attempt, g=gone: next((e for e in events() if e.get("event") in
+                        ("requeue", "job_end") and int(e.get("restart", -1)) == a), None)
+                        or g.tick(), left(), "the job to checkpoint and requeue")
+        if outcome["event"] == "gone":
+            log(f"job {job_id} ended without an end record ({outcome['state']}): the batch "
+                "shell was killed; see its log")
+            break
         if outcome["event"] == "job_end":
             log(f"job did not requeue: {outcome.get('reason')} (rc {outcome.get('rc')})")
             break
@@ -206,6 +228,32 @@ def _all_steps(path: Path | None, prefix: str) -> list[object]:
     except OSError:
         return []
     return [_step_of(ln) for ln in text.splitlines() if ln.startswith(prefix)]
+
+
+def _any_file(folder: Path) -> bool:
+    try:
+        return any(folder.iterdir())
+    except OSError:
+        return False
+
+
+class _GoneWatcher:
+    """Says (at most every 5 s) whether Slurm reports the job finished although its ledger has
+    no end record: the batch shell was killed (for example by a signal it does not trap)."""
+
+    def __init__(self, job_id: str, client: SlurmClient) -> None:
+        self.job_id, self.client = job_id, client
+        self.next_check = time.monotonic() + 5.0
+
+    def tick(self) -> dict[str, Any] | None:
+        if time.monotonic() < self.next_check:
+            return None
+        self.next_check = time.monotonic() + 5.0
+        try:
+            st = service.job_status(self.job_id, client=self.client)
+        except HpcflowError:
+            return None
+        return {"event": "gone", "state": st.state} if st.finished else None
 
 
 class _QueueWatcher:

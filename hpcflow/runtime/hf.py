@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from hpcflow.protocol import TAG_CHECKPOINT
 from hpcflow.runtime import dist as hdist
+from hpcflow.runtime.lines import emit
 from hpcflow.runtime.run import Run
 
 #: The Trainer's checkpoint folders (transformers ``PREFIX_CHECKPOINT_DIR``).
@@ -52,6 +55,7 @@ class HpcflowCallback(TrainerCallback):
     def __init__(self, run: Run) -> None:
         self.run = run
         self.stop_step: int | None = None
+        self._save_started: float | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if state.global_step > 0:  # resumed: the Trainer loaded its state already
@@ -68,6 +72,8 @@ class HpcflowCallback(TrainerCallback):
             self.stop_step = step
             control.should_save = True
             control.should_training_stop = True
+        if control.should_save:  # the Trainer saves right after this call
+            self._save_started = time.monotonic()
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -81,6 +87,11 @@ class HpcflowCallback(TrainerCallback):
                                {"step": step, "world_size": self.run.env.world_size})
             _prune(Path(args.output_dir), self.run.config.checkpoint_keep)
         hdist.barrier()
+        started = self._save_started or time.monotonic()
+        emit(self.run.env, TAG_CHECKPOINT, {
+            "step": step, "reason": "preempt" if self.stop_step == step else "interval",
+            "save_s": time.monotonic() - started, "async": False})
+        self._save_started = None
         if self.stop_step == step:
             self.run.leave_preempted(step)
         return control

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,9 @@ except ImportError:  # pragma: no cover - depends on what is installed
     from pytorch_lightning.callbacks import Callback
     from pytorch_lightning.plugins.environments import SLURMEnvironment
 
+from hpcflow.protocol import TAG_CHECKPOINT
 from hpcflow.runtime import dist as hdist
+from hpcflow.runtime.lines import emit
 from hpcflow.runtime.run import Run
 
 _CKPT_RE = re.compile(r"^step_(\d+)\.ckpt$")
@@ -46,17 +49,12 @@ class HpcflowCallback(Callback):
 
     Args:
         run: the rank's ``Run.from_env(join_process_group=False)``: Lightning makes the group.
-        dirpath: where checkpoints go; default the job's ``HPCFLOW_CHECKPOINT_DIR``.
-
-    Raises:
-        ValueError: no checkpoint folder (neither ``dirpath`` nor ``HPCFLOW_CHECKPOINT_DIR``).
+        dirpath: where checkpoints go; default the job's ``HPCFLOW_CHECKPOINT_DIR``, else
+            ``checkpoints`` in the current folder (a run outside an hpcflow job).
     """
 
     def __init__(self, run: Run, dirpath: str | os.PathLike[str] | None = None) -> None:
-        root = dirpath or run.config.checkpoint_dir
-        if root is None:
-            raise ValueError("no checkpoint folder: pass dirpath= or run under hpcflow submit "
-                             "(HPCFLOW_CHECKPOINT_DIR)")
+        root = dirpath or run.config.checkpoint_dir or "checkpoints"
         self.run = run
         self.dirpath = Path(root)
 
@@ -87,7 +85,11 @@ class HpcflowCallback(Callback):
         stop = self.run.should_stop()
         interval = self.run.config.checkpoint_interval
         if stop or (interval and step % interval == 0):
+            started = time.monotonic()
             self.save(trainer, step)
+            emit(self.run.env, TAG_CHECKPOINT, {
+                "step": step, "reason": "preempt" if stop else "interval",
+                "save_s": time.monotonic() - started, "async": False})
         if stop:
             self.run.leave_preempted(step)
 

@@ -62,3 +62,25 @@ def test_rehearsal_preempts_a_program_that_prints_no_steps(local_cluster, hpcflo
     assert out["status"]["state"] == "COMPLETED" and out["status"]["attempts"] == 2
     assert "reports no training steps" in proc.stderr
     assert "requeued without an hpcflow checkpoint" in proc.stderr
+
+
+def test_rehearsal_sends_the_spec_s_own_signal(local_cluster, hpcflow_home, tmp_path):
+    program = Path(__file__).resolve().parents[2] / "programs" / "fsdp_loop.py"
+    spec = {
+        "name": "usr2", "nodes": 1, "tasks_per_node": 2, "time_limit": "00:20:00",
+        "run_dir": str(tmp_path / "run"),
+        "program": {"argv": [sys.executable, str(program), "--steps", "30",
+                             "--step-time-s", "0.3"]},
+        "env": {"OMP_NUM_THREADS": "1"},
+        "preemption": {"signal": "USR2"},
+    }
+    path = tmp_path / "usr2.yaml"
+    path.write_text(json.dumps(spec))
+    cmd = [sys.executable, "-m", "hpcflow", "local-cluster", "rehearse", str(path),
+           "--preemptions", "1", "--preempt-after-s", "2", "--timeout-s", "500", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=550)
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0
+    assert "sent USR2 to the batch shell" in proc.stderr and "job requeued itself" in proc.stderr
+    out = json.loads(proc.stdout)["data"]
+    assert out["requeues"] == 1 and out["status"]["state"] == "COMPLETED"

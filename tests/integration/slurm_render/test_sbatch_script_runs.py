@@ -465,8 +465,21 @@ def test_a_program_that_never_joins_is_stopped_before_the_deadline_and_requeued(
     assert run.requeues == ["requeue 4242"]
     assert run.event("signal")["forwarded"] is False and run.event("signal")["joined"] == 0
     assert run.event("stop")["signal"] == "TERM"
+    assert run.event("step_end")["rc"] == 128 + signal.SIGTERM  # the program's, not wait's 142
     assert run.event("requeue") | {"time": 0} == {
         "event": "requeue", "time": 0, "job_id": "4242", "restart": 0, "step": None,
         "checkpoint": False}
     assert time.time() - started < 20  # stopped by the timer, not by the program's own end
     assert (harness["log"] / "scancel.calls").read_text().startswith("--signal=TERM 4242")
+
+
+def test_protocol_requeue_never_asks_the_program_to_checkpoint(harness):
+    # "preempt" would commit a checkpoint on seeing the flag file: with protocol requeue it is
+    # never written, so the program is stopped and the job requeued without a checkpoint.
+    run = run_script(harness, "preempt", usr1=1, notice_in_s=32,
+                     program={"argv": [sys.executable, str(harness["root"] / "prog.py")],
+                              "protocol": "requeue"})
+    assert run.rc == 0, run.stderr
+    assert not (run.run_dir / ".hpcflow" / "preempt-4242-0.flag").exists()
+    assert run.event("requeue")["checkpoint"] is False
+    assert "program.protocol is requeue" in run.stderr

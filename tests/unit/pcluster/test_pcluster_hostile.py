@@ -224,3 +224,14 @@ def test_output_to_dev_stdout_works_through_a_pipe():
                            "/dev/stdout"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "\nRegion: " in proc.stdout and "Scheduling:" in proc.stdout
+
+
+def test_a_reader_that_leaves_early_is_no_error():
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {sys.executable} -m hpcflow cluster instances | head -c 10"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 141  # SIGPIPE's status, as a shell reports it
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
