@@ -104,7 +104,8 @@ class JobSpec(_Model):
             f"no double quote, % or backslash; {NAME_MAX_BYTES} bytes per path component, "
             f"{PATH_MAX_BYTES} in all"
         )},
-        description="Run directory for logs, ledger and checkpoints; relative to the spec file's folder.",
+        description=("Run directory for logs, ledger and checkpoints; relative to the spec file's "
+                     "folder (with --set: to the current folder)."),
     )
     program: ProgramSpec = Field(description='The program every rank runs.')
     env: dict[EnvName, Text] = Field(
@@ -313,8 +314,9 @@ def _layout_problems(spec: JobSpec, layout: ParallelismSpec) -> list[tuple[str, 
 def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
     """Read, override and validate a job spec file. Writes nothing.
 
-    A relative ``run_dir`` in the file is relative to the file's folder; one given with ``--set``
-    is relative to the current directory. Unquoted YAML scalars that YAML would turn into numbers
+    A relative ``run_dir`` or ``program.workdir`` in the file is relative to the file's folder;
+    one given with ``--set`` is relative to the current directory. Unquoted YAML scalars that
+    YAML would turn into numbers
     (``time_limit: 1:30:00`` is the base-60 int 5400 in YAML 1.1; ``env: {MODE: 0755}`` is an
     octal int) are taken as the text that was written, for ``time_limit``, ``env`` values and
     program arguments.
@@ -347,6 +349,10 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
         key = key.strip()
         if key == "run_dir" and isinstance(data.get("run_dir"), str) and data["run_dir"]:
             data["run_dir"] = os.path.abspath(os.path.expanduser(data["run_dir"]))
+        elif key == "program.workdir" and isinstance(data.get("program"), dict):
+            workdir = data["program"].get("workdir")
+            if isinstance(workdir, str) and workdir and not _CONTROL_RE.search(workdir):
+                data["program"]["workdir"] = os.path.abspath(os.path.expanduser(workdir))
         elif key == "time_limit" or key.startswith("env."):
             _keep_override_text(data, key.split("."), raw.strip())
     return validate_model(JobSpec, data, source)

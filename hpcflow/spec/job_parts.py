@@ -67,7 +67,8 @@ class ProgramSpec(_Model):
     workdir: Path | None = Field(
         default=None,
         description=(
-            "Folder the ranks start in (srun --chdir); relative to the spec file's folder; "
+            "Folder the ranks start in (srun --chdir); relative to the spec file's folder (with "
+            "--set: to the current folder); "
             "default: the run directory."
         ),
     )

@@ -130,3 +130,15 @@ def test_an_interface_setting_that_picks_the_loopback_is_refused_at_submit(value
 def test_a_network_block_names_a_bad_instance_type():
     [problem] = problems(network={"instance_type": "p5 48xlarge"})
     assert "network.instance_type" in problem and "EC2 instance type" in problem
+
+
+def test_workdir_given_with_set_is_relative_to_the_current_folder(tmp_path, monkeypatch):
+    from hpcflow.spec.job import load_job_spec
+
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "run_dir": "runs/one"}))
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    spec = load_job_spec(path, ["program.workdir=.", "run_dir=r"])
+    assert spec.program.workdir == here and spec.run_dir == here / "r"
