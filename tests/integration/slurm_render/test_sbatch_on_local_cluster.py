@@ -124,11 +124,12 @@ def test_usr1_to_the_batch_shell_checkpoints_and_requeues(
         ledger = run_dir / ".hpcflow" / "events.jsonl"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            events = [json.loads(x) for x in ledger.read_text().splitlines()]
             entries = slurm.queue([job_id])
             if entries and entries[0].restart_count == 1:
                 break
             time.sleep(0.5)
+        # Read after the requeue is seen: the ledger's requeue line is written before it.
+        events = [json.loads(x) for x in ledger.read_text().splitlines()]
         print(log.read_text())
         assert [e["event"] for e in events][:4] == ["attempt_start", "signal", "step_end", "requeue"]
         # The step's status is 75, or a kill status when srun's --kill-on-bad-exit reaps the
