@@ -33,7 +33,7 @@ from hpcflow.jobs import records
 from hpcflow.spot.nodejobs import NodeJob, NodeJobs
 
 #: The ledger event the watcher appends (docs/protocol.md, "Ledger").
-EVENT = "spot_notice"
+EVENT = protocol.EVENT_SPOT_NOTICE
 #: AWS recommends checking for interruption notices every 5 seconds (EC2 User Guide, "Spot
 #: Instance interruption notices").
 DEFAULT_INTERVAL_S = 5.0
