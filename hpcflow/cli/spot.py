@@ -19,8 +19,8 @@ from hpcflow.cli.output import emit_json, handles_errors
               show_envvar=True, type=click.FloatRange(0.2, 3600),
               help="Seconds between polls (AWS recommends 5).")
 @click.option("--node", envvar="HPCFLOW_SPOT_NODE", show_envvar=True,
-              help="This node's Slurm name [default: the short host name, which is the Slurm "
-                   "node name on ParallelCluster].")
+              help="This node's Slurm name, where it is not the host name [default: the short "
+                   "host name].")
 @click.option("--timeout-s", default=2.0, show_default=True, type=click.FloatRange(0.1, 60),
               help="Timeout of each metadata request, in seconds.")
 @click.option("--once", is_flag=True,
