@@ -11,6 +11,16 @@ import click
 from hpcflow.cli.output import emit_json, handles_errors
 
 
+def _check_job_ids(ctx: click.Context, param: click.Parameter,
+                   values: tuple[str, ...]) -> tuple[str, ...]:
+    from hpcflow.jobs import service
+
+    for value in values:
+        if problem := service.job_id_problem(value):
+            raise click.BadParameter(problem)
+    return values
+
+
 @click.command("spot-watch")
 @click.option("--endpoint", envvar="HPCFLOW_SPOT_ENDPOINT", default="http://169.254.169.254",
               show_default=True, show_envvar=True,
@@ -23,13 +33,16 @@ from hpcflow.cli.output import emit_json, handles_errors
                    "host name].")
 @click.option("--timeout-s", default=2.0, show_default=True, type=click.FloatRange(0.1, 60),
               help="Timeout of each metadata request, in seconds.")
+@click.option("--job", "only_jobs", multiple=True, metavar="JOBID", callback=_check_job_ids,
+              help="Act only on this job, given as its SLURM_JOB_ID (repeatable) [default: every "
+                   "hpcflow job on the node].")
 @click.option("--once", is_flag=True,
               help="Poll once, print what was seen and done, and exit (1 line each; exit 7 when "
                    "the metadata service could not be asked, 4 when Slurm failed).")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print the result as JSON.")
 @handles_errors
-def spot_watch(endpoint: str, interval_s: float, node: str | None, timeout_s: float, once: bool,
-               as_json: bool) -> None:
+def spot_watch(endpoint: str, interval_s: float, node: str | None, timeout_s: float,
+               only_jobs: tuple[str, ...], once: bool, as_json: bool) -> None:
     """Watch this node's instance metadata (IMDSv2) for a spot interruption notice.
 
     When one appears, every hpcflow job running on this node gets the notice's time as its
@@ -48,7 +61,7 @@ def spot_watch(endpoint: str, interval_s: float, node: str | None, timeout_s: fl
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s hpcflow-spot %(levelname)s: %(message)s")
     node = node or socket.gethostname().split(".", 1)[0]
-    watcher = SpotWatcher(ImdsClient(endpoint, timeout_s=timeout_s), node)
+    watcher = SpotWatcher(ImdsClient(endpoint, timeout_s=timeout_s), node, only_jobs=only_jobs)
     if once:
         result = watcher.poll_once()
         if as_json:

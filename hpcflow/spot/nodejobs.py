@@ -96,13 +96,15 @@ class NodeJobs:
 
     def running(self, node: str) -> list[str]:
         """Ids of the running jobs whose allocation includes ``node`` (squeue(1) ``--nodelist``,
-        ``--states=RUNNING``; ``%i`` prints an array element as ``<job>_<task>``).
+        ``--states=RUNNING``). ``%A`` gives each array element its own job id, the
+        ``SLURM_JOB_ID`` its batch script names its notice file and ledger events after
+        (``%i`` would print ``<job>_<task>``).
 
         Raises:
             SlurmQueryError: squeue failed.
         """
         out = self._run(["squeue", "--noheader", "--states=RUNNING", f"--nodelist={node}",
-                         "--format=%i"])
+                         "--format=%A"])
         return [w for w in out.split() if w]
 
     def describe(self, job_id: str) -> NodeJob | None:

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,14 +90,17 @@ class SpotWatcher:
         imds: the metadata client.
         node: this node's Slurm name (``squeue --nodelist``).
         jobs: Slurm's view of the node's jobs.
+        only_jobs: act only on these job ids (default: every hpcflow job on the node).
         clock: Unix time in seconds (a seam for tests).
     """
 
     def __init__(self, imds: ImdsClient, node: str, jobs: NodeJobs | None = None, *,
+                 only_jobs: Collection[str] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.imds = imds
         self.node = node
         self.jobs = jobs or NodeJobs()
+        self.only_jobs = frozenset(only_jobs) if only_jobs else None
         self._clock = clock
         self._acted: set[tuple[int, str]] = set()  # (notice time, job id): signal sent
         self._noted: set[tuple[int, str]] = set()  # (notice time, job id): file + ledger done
@@ -136,6 +139,8 @@ class SpotWatcher:
             return result
         for job_id in job_ids:
             if (result.notice.time_s, job_id) in self._acted or job_id in self._skipped:
+                continue
+            if self.only_jobs is not None and job_id not in self.only_jobs:
                 continue
             try:
                 action = self._act(job_id, result.notice)

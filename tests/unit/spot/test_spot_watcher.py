@@ -111,7 +111,7 @@ def test_a_notice_reaches_each_hpcflow_job_once(imds, run_dir, caplog):
     # the notice file the trap reads: the notice's time, whole Unix seconds
     path = protocol.state_dir(run_dir) / protocol.notice_name("41")
     assert path.read_text() == f"{notice.time_s}\n"
-    assert ["squeue", "--noheader", "--states=RUNNING", "--nodelist=n1", "--format=%i"] in slurm.calls
+    assert ["squeue", "--noheader", "--states=RUNNING", "--nodelist=n1", "--format=%A"] in slurm.calls
     assert slurm.scancels() == [["scancel", "--signal=USR2", "--batch", "41"]]
     [event] = [e for e in records.job_events(run_dir, "41") if e["event"] == EVENT]
     assert event == {"event": EVENT, "time": 1000, "job_id": "41", "restart": 1,
@@ -136,6 +136,17 @@ def test_a_new_notice_is_acted_on_again(imds, run_dir):
     post(imds, "/_fake/notice", {"in_s": 600})
     assert [a.job_id for a in watcher.poll_once().actions] == ["41"]
     assert len(slurm.scancels()) == 2
+
+
+def test_only_the_jobs_asked_for_are_acted_on(imds, run_dir, tmp_path):
+    other = tmp_path / "other run"
+    protocol.state_dir(other).mkdir(parents=True)
+    slurm = Slurm({"41": script_for(run_dir), "43": script_for(other)}, ["41", "43"])
+    watcher = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm), only_jobs=["43"])
+    post(imds, "/_fake/notice", {"in_s": 120})
+    assert [a.job_id for a in watcher.poll_once().actions] == ["43"]
+    assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "43"]]
+    assert not (protocol.state_dir(run_dir) / protocol.notice_name("41")).exists()
 
 
 def test_a_failed_scancel_is_tried_again_on_the_next_poll(imds, run_dir, caplog):
