@@ -3,6 +3,7 @@ hpcflow's preemption path (hpcflow.spot.watcher, docs/spot.md)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 
@@ -29,8 +30,8 @@ def _check_job_ids(ctx: click.Context, param: click.Parameter,
               show_envvar=True, type=click.FloatRange(0.2, 3600),
               help="Seconds between polls (AWS recommends 5).")
 @click.option("--node", envvar="HPCFLOW_SPOT_NODE", show_envvar=True,
-              help="This node's Slurm name, where it is not the host name [default: the short "
-                   "host name].")
+              help="This node's Slurm name, where it is not the host name [default: "
+                   "SLURMD_NODENAME in a job step, else the short host name].")
 @click.option("--timeout-s", default=2.0, show_default=True, type=click.FloatRange(0.1, 60),
               help="Timeout of each metadata request, in seconds.")
 @click.option("--job", "only_jobs", multiple=True, metavar="JOBID", callback=_check_job_ids,
@@ -60,7 +61,8 @@ def spot_watch(endpoint: str, interval_s: float, node: str | None, timeout_s: fl
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s hpcflow-spot %(levelname)s: %(message)s")
-    node = node or socket.gethostname().split(".", 1)[0]
+    # In a job step (preemption.spot_watch) Slurm names the node (srun(1), SLURMD_NODENAME).
+    node = node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".", 1)[0]
     watcher = SpotWatcher(ImdsClient(endpoint, timeout_s=timeout_s), node, only_jobs=only_jobs)
     if once:
         result = watcher.poll_once()

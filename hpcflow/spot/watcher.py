@@ -11,7 +11,8 @@ on this node is sent down the same path as Slurm's own end-of-time warning (docs
    ``scancel --signal=USR1 --batch <job>``.
 
 It acts once per notice per job: a job requeued onto the same node while the same notice is
-still posted is left alone. A rebalance recommendation is logged as a warning, once per
+still posted is left alone, also by a watcher started after the notice was handed over (the
+job's ledger already holds it). A rebalance recommendation is logged as a warning, once per
 recommendation. A network error, a metadata answer it cannot read or a failed Slurm command is
 logged and the next poll tries again: the watcher never stops on its own.
 """
@@ -159,6 +160,12 @@ class SpotWatcher:
             return None
         path = protocol.state_dir(job.run_dir) / protocol.notice_name(job.job_id)
         key = (notice.time_s, job.job_id)
+        if key not in self._noted and self._in_ledger(job, notice):
+            # A watcher that started after this notice was handed over (a restarted service,
+            # or the next attempt's own watcher) leaves the job alone.
+            self._acted.add(key)
+            log.info("job %s already got this notice (its ledger says so): left alone", job.job_id)
+            return None
         if key not in self._noted:
             self._write_notice(job, path, notice)
             self._noted.add(key)
@@ -168,6 +175,11 @@ class SpotWatcher:
                     "(scancel --signal=%s --batch %s)", job.job_id, notice.action, notice.raw,
                     path, job.signal, job.signal, job.job_id)
         return Action(job.job_id, job.signal, path, notice)
+
+    @staticmethod
+    def _in_ledger(job: NodeJob, notice: SpotNotice) -> bool:
+        return any(e.get("event") == EVENT and e.get("notice_time") == notice.time_s
+                   for e in records.job_events(job.run_dir, job.job_id))
 
     def _write_notice(self, job: NodeJob, path: Path, notice: SpotNotice) -> None:
         state = protocol.state_dir(job.run_dir)

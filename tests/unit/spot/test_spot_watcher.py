@@ -128,6 +128,14 @@ def test_a_notice_reaches_each_hpcflow_job_once(imds, run_dir, caplog):
     assert len(records.job_events(run_dir, "41")) == 1
 
 
+def test_a_new_watcher_leaves_a_job_that_already_got_the_notice_alone(imds, run_dir):
+    slurm = Slurm({"41": script_for(run_dir)}, ["41"])
+    post(imds, "/_fake/notice", {"in_s": 120})
+    assert len(SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm)).poll_once().actions) == 1
+    restarted = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm))  # e.g. systemd restart
+    assert restarted.poll_once().actions == [] and len(slurm.scancels()) == 1
+
+
 def test_a_new_notice_is_acted_on_again(imds, run_dir):
     slurm = Slurm({"41": script_for(run_dir)}, ["41"])
     watcher = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm))
