@@ -167,7 +167,12 @@ class SpotWatcher:
             log.info("job %s already got this notice (its ledger says so): left alone", job.job_id)
             return None
         if key not in self._noted:
-            self._write_notice(job, path, notice)
+            try:
+                self._write_notice(job, path, notice)
+            except OSError as exc:  # e.g. root squash on a shared filesystem
+                log.error("job %s: cannot write the notice file or ledger event under %s (%s); "
+                          "sending the signal all the same (its deadline stays the time limit)",
+                          job.job_id, job.run_dir, exc.strerror or exc)
             self._noted.add(key)
         self.jobs.warn(job)
         self._acted.add(key)

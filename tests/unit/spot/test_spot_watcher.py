@@ -136,6 +136,18 @@ def test_a_new_watcher_leaves_a_job_that_already_got_the_notice_alone(imds, run_
     assert restarted.poll_once().actions == [] and len(slurm.scancels()) == 1
 
 
+def test_the_signal_goes_out_even_when_the_run_dir_cannot_be_written(imds, tmp_path, caplog):
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / ".hpcflow").write_text("a file where the state folder should be")
+    slurm = Slurm({"41": script_for(blocked)}, ["41"])
+    post(imds, "/_fake/notice", {"in_s": 120})
+    result = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm)).poll_once()
+    assert [a.job_id for a in result.actions] == ["41"]
+    assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "41"]]
+    assert "cannot write the notice file or ledger event" in caplog.text
+
+
 def test_a_new_notice_is_acted_on_again(imds, run_dir):
     slurm = Slurm({"41": script_for(run_dir)}, ["41"])
     watcher = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm))
