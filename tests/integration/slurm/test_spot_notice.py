@@ -121,3 +121,47 @@ def test_spot_notice_checkpoints_requeues_and_resumes_with_no_lost_step(submit_j
     # The daemon stops cleanly on TERM (systemd's stop).
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=15) == 0
+
+
+def test_the_batch_script_starts_a_watcher_on_each_node_when_the_spec_asks(submit_job, imds,
+                                                                           monkeypatch):
+    # The job inherits the submitting environment (sbatch --export=ALL): the watchers it starts
+    # poll the imitation.
+    monkeypatch.setenv("HPCFLOW_SPOT_ENDPOINT", imds.url)
+    monkeypatch.setenv("HPCFLOW_SPOT_INTERVAL_S", "0.5")
+    job = submit_job({
+        "name": "spot-in-job", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:20:00",
+        "program": {"module": "hpcflow.examples.train",
+                    "args": ["--steps", "25", "--step-time-s", "0.3"]},
+        "env": {"OMP_NUM_THREADS": "1"},
+        "preemption": {"signal_lead_s": 120, "max_requeues": 3, "spot_watch": True},
+        "checkpoint": {"keep": 2, "interval_steps": 0},
+    })
+    wait_for(lambda: len(steps_logged(job.log())) >= 3, 300, "training steps in the log")
+    for node in ("n1", "n2"):
+        wait_for(lambda n=node: f"for jobs on node {n}" in job.log(), 60, f"the watcher on {node}")
+    body = json.dumps({"action": "terminate", "in_s": 120}).encode()
+    urllib.request.urlopen(urllib.request.Request(imds.url + "/_fake/notice", data=body,
+                                                  method="POST"), timeout=5).read()
+    requeue = wait_for(lambda: job.event("requeue", restart=0), 120, "the requeue event")
+    # The reclaimed nodes are gone; the next attempt's nodes have no notice.
+    urllib.request.urlopen(urllib.request.Request(imds.url + "/_fake/notice", method="DELETE"),
+                           timeout=5).read()
+    committed = int(requeue["step"])
+    notices = [e for e in job.events() if e["event"] == protocol.EVENT_SPOT_NOTICE]
+    assert notices and {e["restart"] for e in notices} == {0}
+    assert {e["node"] for e in notices} <= {"n1", "n2"}
+    assert job.event("signal", restart=0)["deadline"] == notices[0]["notice_time"]
+    assert "sent USR1 to its batch shell" in job.log()
+
+    final = job.wait_finished(300)
+    assert final.state == "COMPLETED" and final.exit_code == 0 and final.restarts == 1
+    log = job.log()
+    resumes = [json.loads(m)["step"] for m in re.findall(r"^hpcflow-resume (\{.*\})$", log, re.M)]
+    assert resumes == [committed]
+    assert steps_logged(log)[-1] == 25
+    out = subprocess.run([PY, "-m", "hpcflow", "report", job.job_id, "--json"],
+                         capture_output=True, text=True, check=True)
+    rep = json.loads(out.stdout)["data"]
+    assert rep["totals"]["lost"] == 0.0
+    assert rep["spot_notices"][0]["step"] == committed
