@@ -1,6 +1,8 @@
 """The EC2 instance metadata service (IMDSv2), as far as a spot instance needs it.
 
-Facts (EC2 User Guide):
+Facts (EC2 User Guide, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/: pages
+configuring-instance-metadata-service.html, spot-instance-termination-notices.html and
+rebalance-recommendations.html):
 
 - "Use the Instance Metadata Service to access instance metadata" (IMDSv2): a session token comes
   from ``PUT /latest/api/token`` with the header ``X-aws-ec2-metadata-token-ttl-seconds`` (1 to
