@@ -5,9 +5,10 @@
 # Usage: hpcflow-bootstrap.sh [--steps LIST] [--prefix DIR] [--dry-run] [--log-file FILE]
 #                             [STEP OPTIONS...]
 #   --steps LIST   comma-separated, in any order; run in numeric order.
-#                  efa (10), nccl (20), nccl-tests (30), enroot-pyxis (40), healthcheck (90)
+#                  efa (10), nccl (20), nccl-tests (30), enroot-pyxis (40), spot-watch (50),
+#                  healthcheck (90)
 #                  Default: efa,nccl,nccl-tests,healthcheck (enroot-pyxis only when asked:
-#                  ParallelCluster 3.11+ AMIs ship both).
+#                  ParallelCluster 3.11+ AMIs ship both; spot-watch only on spot nodes).
 #   STEP OPTIONS   --instance-type/--expect-gpus/--expect-efa/--prolog-dir go to healthcheck.
 #   --from-s3 URL  first copy lib/, steps/ and prolog/ from this S3 prefix with `aws s3 cp`
 #                  (ParallelCluster downloads only the custom action's script itself).
@@ -22,7 +23,7 @@ set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 STEP_NAME="hpcflow-bootstrap"
-readonly ALL_STEPS="efa,nccl,nccl-tests,enroot-pyxis,healthcheck"
+readonly ALL_STEPS="efa,nccl,nccl-tests,enroot-pyxis,spot-watch,healthcheck"
 readonly DEFAULT_STEPS="efa,nccl,nccl-tests,healthcheck"
 
 step_file() {
@@ -31,6 +32,7 @@ step_file() {
     nccl) echo 20-nccl.sh ;;
     nccl-tests) echo 30-nccl-tests.sh ;;
     enroot-pyxis) echo 40-enroot-pyxis.sh ;;
+    spot-watch) echo 50-spot-watch.sh ;;
     healthcheck) echo 90-healthcheck.sh ;;
     *) return 1 ;;
   esac
@@ -60,7 +62,7 @@ main() {
         export "${2?}"
         shift 2
         ;;
-      -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
+      -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
       *) pass+=("$1"); shift ;;
     esac
   done

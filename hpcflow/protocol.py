@@ -54,6 +54,9 @@ TAG_DONE = "hpcflow-done"
 #: The job was requeued after the preemption warning although no hpcflow checkpoint was
 #: committed: the program did not join the protocol and resumes from its own checkpoints.
 REASON_REQUEUED_NO_CHECKPOINT = "requeued_no_checkpoint"
+#: Ledger event of a spot interruption notice, appended by ``hpcflow spot-watch`` (not the
+#: batch script) before it sends the warning signal.
+EVENT_SPOT_NOTICE = "spot_notice"
 
 #: Ports derived from a Slurm job id fall in ``[PORT_BASE, PORT_BASE + PORT_SPAN)``: above the
 #: registered services most nodes run, below the Linux ephemeral range (32768-60999, see

@@ -16,8 +16,8 @@ from hpcflow.cli.output import emit_json, handles_errors
               help="Hosts as [user@]host[:port], comma-separated; Slurm hostlists expand "
                    "(node[1-4]).")
 @click.option("--steps", metavar="LIST",
-              help="Steps to run, from efa,nccl,nccl-tests,enroot-pyxis,healthcheck "
-                   "(default: all but enroot-pyxis).")
+              help="Steps to run, from efa,nccl,nccl-tests,enroot-pyxis,spot-watch,healthcheck "
+                   "(default: all but enroot-pyxis and spot-watch).")
 @click.option("--dry-run", is_flag=True, help="Each host prints what it would do; nothing changes.")
 @click.option("--user", help="SSH user (default: your ~/.ssh/config or local user name).")
 @click.option("--identity", type=click.Path(dir_okay=False), help="SSH private key file.")

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "cluster": "hpcflow.cli.cluster:cluster",
     "doctor": "hpcflow.cli.doctor:doctor",
     "bootstrap": "hpcflow.cli.bootstrap:bootstrap",
+    "spot-watch": "hpcflow.cli.spot:spot_watch",
 }
 
 
@@ -48,7 +49,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
     Submit and follow jobs (submit, status, logs, cancel, list), rehearse them on a local
     emulated Slurm cluster (local-cluster), build AWS ParallelCluster configs (cluster), and
-    set up and check cluster nodes (bootstrap, doctor).
+    set up and check cluster nodes (bootstrap, doctor, spot-watch).
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug

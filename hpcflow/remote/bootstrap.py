@@ -29,8 +29,8 @@ from hpcflow.errors import HpcflowError, SpecError
 from hpcflow.hostlist import expand_hostlist
 
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
-STEPS = ("efa", "nccl", "nccl-tests", "enroot-pyxis", "healthcheck")
-# enroot/pyxis only when asked: ParallelCluster 3.11+ AMIs ship them.
+STEPS = ("efa", "nccl", "nccl-tests", "enroot-pyxis", "spot-watch", "healthcheck")
+# enroot/pyxis only when asked: ParallelCluster 3.11+ AMIs ship them; spot-watch too (spot nodes).
 DEFAULT_STEPS = ("efa", "nccl", "nccl-tests", "healthcheck")
 _HOST = re.compile(r"^(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9._\[\],-]+?)(?::(?P<port>\d+))?$")
 

@@ -183,6 +183,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
         "protocol": spec.program.protocol,
         "signal": spec.preemption.signal,
         "requeue": spec.preemption.requeue,
+        "spot_watch": spec.preemption.spot_watch,
         "parallelism": (
             protocol.format_parallelism(**spec.parallelism.model_dump())
             if spec.parallelism is not None else ""

@@ -216,6 +216,13 @@ class PreemptionSpec(_Model):
             "before the deadline, and the job is requeued."
         ),
     )
+    spot_watch: bool = Field(
+        default=False,
+        description=(
+            "true: the batch script starts hpcflow spot-watch on every node of the job, for "
+            "this job only (for spot nodes without the bootstrap service; docs/spot.md)."
+        ),
+    )
 
     @field_validator("signal_lead_s")
     @classmethod

@@ -67,7 +67,7 @@ def test_dry_run_changes_nothing(sandbox):
 def test_unknown_step_is_refused_with_the_allowed_ones(sandbox):
     proc = sandbox.run("hpcflow-bootstrap.sh", "--steps", "efa,cuda")
     assert proc.returncode == 2
-    assert "--steps: 'cuda' is not a step; allowed: efa,nccl,nccl-tests,enroot-pyxis,healthcheck" \
+    assert "--steps: 'cuda' is not a step; allowed: efa,nccl,nccl-tests,enroot-pyxis,spot-watch,healthcheck" \
         in proc.stderr
 
 

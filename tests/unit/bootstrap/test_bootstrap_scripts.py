@@ -22,7 +22,7 @@ STEPS = sorted((BOOTSTRAP / "steps").glob("*.sh"))
 def test_there_is_an_entry_script_and_numbered_steps():
     assert (BOOTSTRAP / "hpcflow-bootstrap.sh").is_file()
     assert [p.name for p in STEPS] == ["10-efa.sh", "20-nccl.sh", "30-nccl-tests.sh",
-                                       "40-enroot-pyxis.sh", "90-healthcheck.sh"]
+                                       "40-enroot-pyxis.sh", "50-spot-watch.sh", "90-healthcheck.sh"]
 
 
 @pytest.mark.parametrize("script", [pytest.param(p, id=str(p.relative_to(BOOTSTRAP))) for p in SCRIPTS])
@@ -80,7 +80,8 @@ def test_example_specs_point_at_scripts_that_exist():
                 steps = action.get("args", [])
                 if "--steps" in steps:
                     for step in steps[steps.index("--steps") + 1].split(","):
-                        assert step in {"efa", "nccl", "nccl-tests", "enroot-pyxis", "healthcheck"}
+                        assert step in {"efa", "nccl", "nccl-tests", "enroot-pyxis", "spot-watch",
+                                        "healthcheck"}
                 seen += 1
     assert seen >= 1
 

@@ -19,7 +19,7 @@ COMMANDS = [
     ["local-cluster", "status"], ["local-cluster", "rehearse"],
     ["cluster"], ["cluster", "render"], ["cluster", "validate"], ["cluster", "import"],
     ["cluster", "instances"], ["cluster", "cost"], ["cluster", "upload-bootstrap"],
-    ["doctor"], ["doctor", "nccl"], ["bootstrap"],
+    ["doctor"], ["doctor", "nccl"], ["bootstrap"], ["spot-watch"],
 ]
 
 

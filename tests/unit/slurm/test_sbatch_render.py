@@ -59,6 +59,7 @@ SPECS = {
         program={"module": "pkg.train", "args": [HOSTILE]},
     ),
     "torchrun-argv": job(launcher="torchrun", program={"argv": ["/opt/bin/train.sh", "--x"]}),
+    "srun-spot-watch": job(preemption={"spot_watch": True}),
 }
 
 

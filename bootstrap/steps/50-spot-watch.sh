@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Step 50: run `hpcflow spot-watch` on this node as the systemd service hpcflow-spot-watch. It
+# polls the instance metadata service (IMDSv2) for a spot interruption notice and sends the
+# hpcflow jobs on the node their preemption signal (docs/spot.md). Only when asked
+# (--steps ...,spot-watch): an on-demand node never gets a notice.
+#
+# Usage: 50-spot-watch.sh [--prefix DIR] [--dry-run] [--log-file FILE]
+#          [--hpcflow PATH] [--interval-s N] [--endpoint URL] [--node NAME] [--slurm-bin DIR]
+#   --hpcflow     the hpcflow command the service runs (default: `command -v hpcflow`)
+#   --interval-s  seconds between polls (default 5, AWS's advice: EC2 User Guide, "Spot Instance
+#                 interruption notices")
+#   --endpoint    metadata service URL (default http://169.254.169.254)
+#   --node        this node's Slurm name (default: the watcher's own, the short host name)
+#   --slurm-bin   folder of squeue/scontrol/scancel, put first on the service's PATH (default:
+#                 the folder of `command -v squeue`, else /opt/slurm/bin as on ParallelCluster)
+#   Each option's default may also come from the environment (from the entry script:
+#   `--env NAME=VALUE`): HPCFLOW_SPOT_HPCFLOW, HPCFLOW_SPOT_INTERVAL_S, HPCFLOW_SPOT_ENDPOINT,
+#   HPCFLOW_SPOT_NODE, HPCFLOW_SPOT_SLURM_BIN.
+# Writes PREFIX/etc/systemd/system/hpcflow-spot-watch.service and PREFIX/etc/hpcflow/spot-watch.env.
+# Without --prefix: systemctl daemon-reload, then enable --now (restart when the settings
+# changed). With --prefix: `systemctl --root=PREFIX enable` only (offline; nothing is started).
+# Environment: HPCFLOW_SYSTEMCTL (default systemctl).
+# Exit codes: 0 installed, unchanged or dry run; 1 failure. Safe to rerun: an identical install
+# is left alone.
+set -Eeuo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+STEP_NAME="50-spot-watch"
+# shellcheck source=bootstrap/lib/common.sh
+source "${here}/../lib/common.sh"
+
+readonly UNIT="hpcflow-spot-watch.service"
+readonly SYSTEMCTL="${HPCFLOW_SYSTEMCTL:-systemctl}"
+
+# unit_text HPCFLOW ENV_FILE: the service unit (systemd.service(5), systemd.exec(5)).
+unit_text() {
+  cat <<UNIT_EOF
+[Unit]
+Description=hpcflow spot interruption watcher (IMDSv2 notice -> Slurm preemption signal)
+Wants=network-online.target
+After=network-online.target slurmd.service
+
+[Service]
+Type=simple
+EnvironmentFile=$2
+ExecStart=$1 spot-watch
+Restart=always
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+UNIT_EOF
+}
+
+main() {
+  parse_common_args "$@"
+  local hpcflow="${HPCFLOW_SPOT_HPCFLOW:-}" interval="${HPCFLOW_SPOT_INTERVAL_S:-5}"
+  local endpoint="${HPCFLOW_SPOT_ENDPOINT:-http://169.254.169.254}" node="${HPCFLOW_SPOT_NODE:-}"
+  local slurm_bin="${HPCFLOW_SPOT_SLURM_BIN:-}"
+  set -- "${REST_ARGS[@]}"
+  while (($#)); do
+    case "$1" in
+      --hpcflow) hpcflow="${2:?--hpcflow needs a path}"; shift 2 ;;
+      --interval-s) interval="${2:?--interval-s needs a number}"; shift 2 ;;
+      --endpoint) endpoint="${2:?--endpoint needs a URL}"; shift 2 ;;
+      --node) node="${2:?--node needs a name}"; shift 2 ;;
+      --slurm-bin) slurm_bin="${2:?--slurm-bin needs a directory}"; shift 2 ;;
+      *) die "unknown argument '$1'; allowed: --hpcflow, --interval-s, --endpoint, --node, --slurm-bin" ;;
+    esac
+  done
+  [[ "${interval}" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--interval-s: '${interval}' is not a number of seconds"
+  [[ "${endpoint}" =~ ^https?://[^[:space:]]+$ ]] || die "--endpoint: '${endpoint}' is not an http(s) URL"
+  [[ "${node}" =~ ^[A-Za-z0-9._-]*$ ]] || die "--node: '${node}' is not a Slurm node name"
+  if [[ -z "${hpcflow}" ]]; then
+    hpcflow="$(command -v hpcflow || true)"
+    [[ -n "${hpcflow}" ]] || die "hpcflow is not on PATH; install it on the node or give --hpcflow PATH"
+  fi
+  [[ "${hpcflow}" == /* && -x "${hpcflow}" ]] || die "--hpcflow: '${hpcflow}' is not an executable absolute path"
+  [[ "${hpcflow}" =~ ^[A-Za-z0-9/._+-]+$ ]] || die "--hpcflow: '${hpcflow}' has characters a unit's ExecStart would misread"
+  if [[ -z "${slurm_bin}" ]]; then
+    slurm_bin="/opt/slurm/bin"
+    if command -v squeue >/dev/null 2>&1; then slurm_bin="$(dirname "$(command -v squeue)")"; fi
+  fi
+  local conf="${PREFIX}/etc/hpcflow/spot-watch.env" unit_dir="${PREFIX}/etc/systemd/system"
+  local target="${unit_dir}/${UNIT}" want_env want_unit
+  want_env="$(printf 'HPCFLOW_SPOT_ENDPOINT=%s\nHPCFLOW_SPOT_INTERVAL_S=%s\n' "${endpoint}" "${interval}")"
+  [[ -z "${node}" ]] || want_env+=$'\n'"HPCFLOW_SPOT_NODE=${node}"
+  want_env+=$'\n'"PATH=${slurm_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  # The unit names the env file by its path on the node (not the sandbox's).
+  want_unit="$(unit_text "${hpcflow}" "/etc/hpcflow/spot-watch.env")"
+  if [[ -f "${target}" && "$(cat "${target}")" == "${want_unit}" \
+        && -f "${conf}" && "$(cat "${conf}")" == "${want_env}" ]]; then
+    say "spot-watch: ${target} already installed, nothing to do"
+    return 0
+  fi
+  if ((DRY_RUN)); then
+    printf 'would install: %s and %s (ExecStart=%s spot-watch)\n' "${target}" "${conf}" "${hpcflow}"
+    return 0
+  fi
+  mkdir -p "${unit_dir}" "$(dirname "${conf}")"
+  printf '%s\n' "${want_env}" >"${conf}.tmp" && mv -f "${conf}.tmp" "${conf}"
+  printf '%s\n' "${want_unit}" >"${target}.tmp" && mv -f "${target}.tmp" "${target}"
+  if [[ -n "${PREFIX}" ]]; then
+    run "${SYSTEMCTL}" --root="${PREFIX}" enable "${UNIT}"
+    say "spot-watch: installed ${target} and enabled it under ${PREFIX} (not started: --prefix)"
+  else
+    run "${SYSTEMCTL}" daemon-reload
+    run "${SYSTEMCTL}" enable "${UNIT}"
+    run "${SYSTEMCTL}" restart "${UNIT}"
+    say "spot-watch: installed, enabled and started ${UNIT}"
+  fi
+  mark_done spot-watch "installed"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "${0}" ]]; then
+  main "$@"
+fi

@@ -1,0 +1,129 @@
+"""The hpcflow jobs running on one Slurm node, as a spot watcher sees them.
+
+A watcher runs as a system service, not as the user who submitted the job, so it cannot use the
+user's job index. It asks Slurm instead: ``squeue`` lists the running jobs that have this node
+in their allocation, and ``scontrol write batch_script <job> -`` prints the script Slurm stored
+at submission (scontrol(1), "write batch_script"). A script rendered by hpcflow exports the run
+directory (``HPCFLOW_RUN_DIR``) and names the warning signal (``HPCFLOW_PREEMPT_SIGNAL``, the
+spec's ``preemption.signal``); a job whose script has neither is not an hpcflow job and is left
+alone. The signal goes to the batch shell only, as Slurm's own ``--signal=B:`` warning does
+(``scancel --signal=SIG --batch``, scancel(1)).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcflow.errors import SlurmQueryError
+from hpcflow.protocol import ENV_PREEMPT_SIGNAL, ENV_RUN_DIR
+from hpcflow.slurm.client import Runner, SlurmClient, run_command
+
+#: Signals hpcflow's batch script can trap as its warning (the spec's ``preemption.signal``).
+SIGNALS = ("USR1", "USR2")
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """A running hpcflow job.
+
+    Attributes:
+        job_id: the Slurm job id (``123``, or ``120_3`` for an array element).
+        run_dir: its run directory (the state folder and ledger live under it).
+        signal: the warning signal its batch script traps (``USR1`` or ``USR2``).
+        restart: ``Restarts`` from ``scontrol show job`` (the attempt's ``SLURM_RESTART_COUNT``).
+    """
+
+    job_id: str
+    run_dir: Path
+    signal: str
+    restart: int
+
+
+def parse_batch_script(text: str) -> tuple[Path, str] | None:
+    """The run directory and warning signal a batch script rendered by hpcflow exports.
+
+    Returns:
+        ``(run_dir, signal)``, or None when the script is not hpcflow's (no absolute
+        ``HPCFLOW_RUN_DIR`` export, or no ``HPCFLOW_PREEMPT_SIGNAL`` of USR1/USR2). The last
+        export of each wins, as in the shell (the template's own come after the spec's env).
+    """
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.startswith("export HPCFLOW_"):
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        if len(words) == 2 and "=" in words[1]:
+            name, value = words[1].split("=", 1)
+            found[name] = value
+    run_dir, signal = found.get(ENV_RUN_DIR, ""), found.get(ENV_PREEMPT_SIGNAL, "")
+    if not run_dir.startswith("/") or signal not in SIGNALS:
+        return None
+    return Path(run_dir), signal
+
+
+class NodeJobs:
+    """Slurm's view of the jobs on one node.
+
+    Args:
+        runner: runs a command (see :func:`hpcflow.slurm.client.run_command`).
+        timeout_s: per-command timeout in seconds.
+    """
+
+    def __init__(self, runner: Runner = run_command, *, timeout_s: float = 15.0) -> None:
+        self._runner = runner
+        self._timeout_s = timeout_s
+        self._client = SlurmClient(runner, timeout_s=timeout_s)
+
+    def _run(self, argv: list[str]) -> str:
+        try:
+            result = self._runner(argv, timeout_s=self._timeout_s)
+        except FileNotFoundError:
+            raise SlurmQueryError(f"{argv[0]} is not installed or not on PATH") from None
+        except OSError as exc:
+            raise SlurmQueryError(f"{' '.join(argv)}: {exc}") from None
+        except Exception as exc:  # subprocess.TimeoutExpired and kin
+            raise SlurmQueryError(f"{' '.join(argv)}: {exc}") from None
+        if result.returncode != 0:
+            tail = (result.stderr or "").strip().splitlines()[-3:]
+            raise SlurmQueryError(f"(exit {result.returncode}): {' '.join(argv)}"
+                                  + (f": {' / '.join(tail)}" if tail else ""))
+        return result.stdout or ""
+
+    def running(self, node: str) -> list[str]:
+        """Ids of the running jobs whose allocation includes ``node`` (squeue(1) ``--nodelist``,
+        ``--states=RUNNING``). ``%A`` gives each array element its own job id, the
+        ``SLURM_JOB_ID`` its batch script names its notice file and ledger events after
+        (``%i`` would print ``<job>_<task>``).
+
+        Raises:
+            SlurmQueryError: squeue failed.
+        """
+        out = self._run(["squeue", "--noheader", "--states=RUNNING", f"--nodelist={node}",
+                         "--format=%A"])
+        return [w for w in out.split() if w]
+
+    def describe(self, job_id: str) -> NodeJob | None:
+        """The job as an hpcflow job, or None when its batch script is not hpcflow's.
+
+        Raises:
+            SlurmQueryError: scontrol failed (the job may have just ended).
+        """
+        parsed = parse_batch_script(self._run(["scontrol", "write", "batch_script", job_id, "-"]))
+        if parsed is None:
+            return None
+        record = self._client.show_job(job_id) or {}
+        restarts = record.get("Restarts", "0")
+        return NodeJob(job_id, parsed[0], parsed[1], int(restarts) if restarts.isdigit() else 0)
+
+    def warn(self, job: NodeJob) -> None:
+        """Send the job's warning signal to its batch shell (``scancel --signal=SIG --batch``).
+
+        Raises:
+            SlurmQueryError: scancel failed.
+        """
+        self._client.cancel(job.job_id, signal=job.signal, batch_only=True)

@@ -1,0 +1,125 @@
+"""Bootstrap step 50-spot-watch for real in a sandbox root: the unit and its settings are
+written, enabled with the real ``systemctl --root`` and checked by ``systemd-analyze verify``;
+the unit's own command line, with its environment file, polls a local HTTP server that
+imitates IMDSv2 (tests/programs/fake_imds.py); a rerun changes nothing; bad input is refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[2]
+_SPEC = importlib.util.spec_from_file_location("fake_imds", TESTS / "programs" / "fake_imds.py")
+fake_imds = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(fake_imds)
+UNIT = "etc/systemd/system/hpcflow-spot-watch.service"
+ENV_FILE = "etc/hpcflow/spot-watch.env"
+
+
+@pytest.fixture
+def hpcflow_cmd(tmp_path) -> Path:
+    """An ``hpcflow`` executable (this interpreter with this checkout), as a node would have."""
+    exe = tmp_path / "bin" / "hpcflow"
+    exe.parent.mkdir()
+    exe.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m hpcflow \"$@\"\n")
+    exe.chmod(0o755)
+    return exe
+
+
+@pytest.fixture
+def imds():
+    server = fake_imds.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _settings(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line)
+
+
+def test_installs_an_enabled_unit_whose_command_polls_imds(sandbox, hpcflow_cmd, imds):
+    proc = sandbox.run("steps/50-spot-watch.sh", "--hpcflow", str(hpcflow_cmd), "--interval-s", "2",
+                       "--endpoint", imds.url, "--node", "n2", "--slurm-bin", "/opt/slurm/bin")
+    assert proc.returncode == 0, proc.stderr
+    root = sandbox.root
+    unit = (root / UNIT).read_text()
+    assert f"ExecStart={hpcflow_cmd} spot-watch\n" in unit
+    assert "EnvironmentFile=/etc/hpcflow/spot-watch.env\n" in unit and "Restart=always\n" in unit
+    settings = _settings((root / ENV_FILE).read_text())
+    assert settings["HPCFLOW_SPOT_ENDPOINT"] == imds.url
+    assert settings["HPCFLOW_SPOT_INTERVAL_S"] == "2" and settings["HPCFLOW_SPOT_NODE"] == "n2"
+    assert settings["PATH"].startswith("/opt/slurm/bin:")
+    # enabled by the real systemctl, offline under the sandbox root
+    wants = root / "etc/systemd/system/multi-user.target.wants/hpcflow-spot-watch.service"
+    assert wants.is_symlink() and str(wants.readlink()).endswith("hpcflow-spot-watch.service")
+    assert "enabled it under" in proc.stdout and "not started" in proc.stdout
+    if shutil.which("systemd-analyze"):
+        verify = subprocess.run(["systemd-analyze", "verify", str(root / UNIT)],
+                                capture_output=True, text=True)
+        bad = [ln for ln in verify.stderr.splitlines() if "hpcflow-spot-watch" in ln
+               and "non-existent unit" not in ln]  # targets do not exist in a sandbox root
+        assert bad == [], verify.stderr
+    # The unit's command line with its environment file, as systemd would run it (--once so it
+    # returns): it polls the imitation and sees no notice, then a rebalance recommendation.
+    argv = unit.split("ExecStart=", 1)[1].splitlines()[0].split()
+    env = {**settings, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    first = subprocess.run([*argv, "--once"], env=env, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "node n2: no interruption notice"
+    urllib.request.urlopen(urllib.request.Request(imds.url + "/_fake/rebalance", data=b"{}",
+                                                  method="POST"), timeout=5).read()
+    second = subprocess.run([*argv, "--once", "--json"], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert second.returncode == 0, second.stderr
+    data = json.loads(second.stdout)["data"]
+    assert data["notice"] is None and data["rebalance"] and data["node"] == "n2"
+    assert "WARNING: EC2 rebalance recommendation" in second.stderr
+
+
+def test_rerun_is_a_no_op_and_dry_run_writes_nothing(sandbox, hpcflow_cmd):
+    dry = sandbox.run("steps/50-spot-watch.sh", "--hpcflow", str(hpcflow_cmd), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"would install: {sandbox.root / UNIT}" in dry.stdout
+    assert list(sandbox.root.iterdir()) == []
+    # through the entry script, the step's settings given as --env
+    first = sandbox.run("hpcflow-bootstrap.sh", "--steps", "spot-watch",
+                        "--env", f"HPCFLOW_SPOT_HPCFLOW={hpcflow_cmd}")
+    assert first.returncode == 0, first.stderr
+    assert "== 50-spot-watch" in first.stdout
+    before = {p: p.lstat().st_mtime_ns for p in sandbox.root.rglob("*") if "var/log" not in str(p)}
+    again = sandbox.run("steps/50-spot-watch.sh", "--hpcflow", str(hpcflow_cmd))
+    assert again.returncode == 0, again.stderr
+    assert "already installed, nothing to do" in again.stdout
+    after = {p: p.lstat().st_mtime_ns for p in sandbox.root.rglob("*") if "var/log" not in str(p)}
+    assert after == before
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    pytest.param(["--interval-s", "5s"], "--interval-s: '5s' is not a number of seconds", id="interval"),
+    pytest.param(["--endpoint", "169.254.169.254"], "is not an http(s) URL", id="endpoint"),
+    pytest.param(["--hpcflow", "bin/hpcflow"], "is not an executable absolute path", id="relative"),
+    pytest.param(["--node", "n1;reboot"], "is not a Slurm node name", id="node"),
+    pytest.param(["--colour", "red"], "unknown argument '--colour'", id="unknown"),
+])
+def test_bad_input_is_refused_and_nothing_written(sandbox, hpcflow_cmd, args, message):
+    proc = sandbox.run("steps/50-spot-watch.sh", "--hpcflow", str(hpcflow_cmd), *args)
+    assert proc.returncode == 1
+    assert message in proc.stderr
+    assert not (sandbox.root / UNIT).exists()
+
+
+def test_without_hpcflow_on_path_it_says_how_to_fix(sandbox):
+    env = {**sandbox.env, "PATH": "/usr/bin:/bin"}
+    sandbox.env = env
+    proc = sandbox.run("steps/50-spot-watch.sh")
+    assert proc.returncode == 1
+    assert "hpcflow is not on PATH; install it on the node or give --hpcflow PATH" in proc.stderr
