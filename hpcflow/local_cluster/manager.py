@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcflow.errors import LocalClusterError
+from hpcflow.fsutil import write_atomic
 from hpcflow.local_cluster import processes as procs
 from hpcflow.local_cluster.config import MARKER, LocalClusterConfig, render_slurm_conf
 
@@ -187,7 +188,7 @@ def write_config(cfg: LocalClusterConfig) -> None:
     text = render_slurm_conf(cfg)
     for sub in ("etc", "state", "spool", "log", "run"):
         (cfg.state_dir / sub).mkdir(parents=True, exist_ok=True)
-    _write_atomic(cfg.slurm_conf_path, text)
+    write_atomic(cfg.slurm_conf_path, text)
     if SYSTEM_SLURM_CONF.exists():
         current = SYSTEM_SLURM_CONF.read_text(errors="replace")
         if MARKER not in current:
@@ -199,7 +200,7 @@ def write_config(cfg: LocalClusterConfig) -> None:
         if current == text:
             return
     SYSTEM_SLURM_CONF.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(SYSTEM_SLURM_CONF, text)
+    write_atomic(SYSTEM_SLURM_CONF, text)
 
 
 def ensure_hosts(cfg: LocalClusterConfig) -> None:
@@ -214,12 +215,6 @@ def ensure_hosts(cfg: LocalClusterConfig) -> None:
             if text and not text.endswith("\n"):
                 fh.write("\n")
             fh.write(line)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 # --- daemons --------------------------------------------------------------------------------

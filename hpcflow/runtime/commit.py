@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcflow.fsutil import fsync_dir, write_json_atomic
+
 COMMIT_NAME = "hpcflow-commit.json"
 #: The file DCP's ``FileSystemWriter.finish`` writes on the coordinator after every rank's shards
 #: are written (torch/distributed/checkpoint/filesystem.py): without it a directory is partial.
@@ -110,30 +112,8 @@ def write_commit_record(
         "files": list_files(directory),
         "extra": extra or {},
     }
-    write_json_durably(directory / COMMIT_NAME, record)
+    write_json_atomic(directory / COMMIT_NAME, record, sort_keys=True)
     return record
-
-
-def write_json_durably(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` as JSON to ``path`` by temp file + fsync + rename + fsync of the parent,
-    so a reader sees either no file or the whole file (POSIX ``rename(2)``)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory so a rename or create inside it survives a crash (Linux semantics)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_commit_record(directory: Path) -> dict[str, Any] | None:

@@ -118,10 +118,3 @@ def test_prune_refuses_keep_zero(tmp_path):
 
 def test_scan_of_missing_root_is_empty(tmp_path):
     assert layout.scan(tmp_path / "nope") == layout.CheckpointScan([], [])
-
-
-def test_write_json_durably_leaves_no_temp_file(tmp_path):
-    target = tmp_path / "committed-7-0.json"
-    layout.write_json_durably(target, {"step": 7, "time": 1.5})
-    assert json.loads(target.read_text()) == {"step": 7, "time": 1.5}
-    assert [p.name for p in tmp_path.iterdir()] == ["committed-7-0.json"]
