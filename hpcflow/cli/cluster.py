@@ -171,7 +171,7 @@ def cost_cmd(spec: str, hours_text: str, price_source: str, overrides: tuple[str
     from hpcflow.aws.pricing import lookup_prices
     from hpcflow.errors import SpecError
     from hpcflow.pcluster.cost import estimate_cost, instance_types_of
-    from hpcflow.spec.cluster import load_cluster_spec
+    from hpcflow.spec.cluster_loading import load_cluster_spec
 
     try:
         hours = float(hours_text)

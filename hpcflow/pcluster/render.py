@@ -18,7 +18,8 @@ from hpcflow.errors import HpcflowError, SpecError
 from hpcflow.pcluster.builder import build_with_sources
 from hpcflow.pcluster.catalog import Catalog
 from hpcflow.pcluster.rules import Finding, run_rules
-from hpcflow.spec.cluster import ClusterSpec, load_cluster_spec, load_yaml_file
+from hpcflow.spec.cluster import ClusterSpec
+from hpcflow.spec.cluster_loading import load_cluster_spec, load_yaml_file
 
 
 @dataclass
