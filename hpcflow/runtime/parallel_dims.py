@@ -143,7 +143,8 @@ class ParallelDims:
         for name in MESH_DIMS:
             sub = mesh[name]
             if sub.size() != getattr(self, name):
-                raise RuntimeError(f"sub-mesh {name!r} has {sub.size()} ranks, expected {name}")
+                raise RuntimeError(f"sub-mesh {name!r} has {sub.size()} ranks, expected "
+                                   f"{getattr(self, name)}")
             self._sub[name] = sub
         self._mesh = mesh
         return mesh
