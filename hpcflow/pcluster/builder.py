@@ -4,7 +4,7 @@ Keys and their meaning: ParallelCluster user guide, "Cluster configuration file"
 (https://docs.aws.amazon.com/parallelcluster/latest/ug/cluster-configuration-file-v3.html),
 checked against the aws-parallelcluster 3.16.1 ``ClusterSchema``.
 
-Defaults chosen for GPU training (DESIGN.md §5):
+Defaults chosen for GPU training (docs/architecture.md, "Cluster configs"):
 
 - EFA is on for every compute resource whose instance types all support it (catalog facts).
 - An EFA queue always has an explicit ``Networking.PlacementGroup`` (unless each EFA compute

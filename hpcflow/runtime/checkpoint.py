@@ -1,5 +1,5 @@
 """Sharded checkpoints that are complete or ignored, written in line or in the background
-(DESIGN.md §3, docs/protocol.md step 5).
+(docs/architecture.md, "Checkpoints", docs/protocol.md step 5).
 
 A save: rank 0 makes a fresh ``step_<N>.tmp/`` → every rank writes its shards there with
 ``torch.distributed.checkpoint`` (DCP), whose last collective gathers every rank's write result
@@ -121,7 +121,7 @@ class CheckpointManager(AsyncSaves):
     def clean_partial(self) -> list[Path]:
         """Wait for a save in flight, then rank 0 removes partial directories (``step_<N>.tmp/``,
         ``step_<N>/`` without a record). Call at start, before anything is loaded or saved:
-        leftovers can hang the next save (DESIGN.md §3).
+        leftovers can hang the next save (docs/architecture.md, "Checkpoints").
 
         Returns:
             The directories removed (empty on ranks other than 0).

@@ -1,4 +1,5 @@
-"""The commit record and the checkpoint directory layout: complete or ignored (DESIGN.md §3).
+"""The commit record and the checkpoint directory layout: complete or ignored
+(docs/architecture.md, "Checkpoints").
 
 Layout under the checkpoint root (docs/protocol.md, "Run directory")::
 
@@ -6,9 +7,9 @@ Layout under the checkpoint root (docs/protocol.md, "Run directory")::
     step_<N>/       committed: holds hpcflow-commit.json, written after every rank finished
 
 A directory counts as committed only if its record parses, names the same step, lists DCP's
-``.metadata`` file (DCP writes it last, after every rank's shards: DESIGN.md §3) and every file it
-lists is present with the listed size. Everything here is plain file-system work (no torch), so it
-is tested on a temporary directory.
+``.metadata`` file (DCP writes it last, after every rank's shards: docs/architecture.md,
+"Checkpoints") and every file it lists is present with the listed size. Everything here is plain
+file-system work (no torch), so it is tested on a temporary directory.
 
 Committing is two steps, :func:`write_commit_record` then :func:`publish` (the rename); a crash
 between them leaves a ``.tmp`` directory, which is never loaded.
@@ -172,7 +173,7 @@ def scan(root: Path) -> CheckpointScan:
 
 def fresh_tmp_dir(root: Path, step: int) -> Path:
     """Make an empty ``step_<step>.tmp/`` for a new save, replacing what a failed save of this
-    step left (DCP would write into an existing directory: DESIGN.md §3).
+    step left (DCP would write into an existing directory: docs/architecture.md, "Checkpoints").
 
     Returns:
         The new directory.
