@@ -49,6 +49,7 @@ from pathlib import Path
 import yaml
 from machine import header, verdict
 
+from hpcflow.errors import HpcflowError
 from hpcflow.jobs.report import GoodputReport, load_report
 from hpcflow.local_cluster.rehearse import rehearse
 
@@ -266,8 +267,20 @@ def main() -> None:
     floors = floor_s(int(spec_doc.get("nodes", 1)), int(spec_doc.get("tasks_per_node", 1)),
                      2 if args.small else args.floor_repeat)
     sets = overrides_for(args.spec, run_dir, args.steps, args.overrides, args.extra)
-    done = rehearse(args.spec, sets, preemptions=args.preemptions, preempt_after_s=args.every_s,
-                    timeout_s=args.timeout_s, log=lambda line: print(line, flush=True))
+    submitted: list[str] = []
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+        if match := re.match(r"submitted job (\d+)", line):
+            submitted.append(match.group(1))
+
+    try:
+        done = rehearse(args.spec, sets, preemptions=args.preemptions,
+                        preempt_after_s=args.every_s, timeout_s=args.timeout_s, log=log)
+    except HpcflowError as exc:  # timed out or stalled: leave no job behind
+        for job_id in submitted:
+            run(["scancel", job_id], check=False)
+        raise SystemExit(f"the rehearsal failed: {exc}") from None
     rep, _signals = load_report(done.job_id)
     figures = analyse(rep, done.events, step_times(run_dir))
     report(figures, args.every_s, done.preemptions_sent)
