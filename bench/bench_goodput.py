@@ -1,24 +1,26 @@
 """Benchmark: lost steps per warned preemption and goodput, on the real (local) Slurm cluster.
 
-Goals (issue #3): 0 lost steps per warned preemption; goodput = step time / (wall - pending)
+Goals: 0 lost steps per warned preemption; goodput holding nodes = training / (wall - pending)
 >= 0.97 with a preemption every 60 s. It never fails on time.
 
-It submits the example job with ``hpcflow submit`` (``examples/tiny-dp.yaml`` by default, with
-``--steps`` and ``run_dir`` overridden) and preempts it the way Slurm warns a job:
-``scancel --signal=USR1 --batch <jobid>``, ``--every-s`` seconds after each attempt starts, for
-``--preemptions`` attempts; the job checkpoints, requeues itself and resumes, and the last attempt
-runs to the end. No ``scontrol update StartTime=now``: Slurm kills a requeued batch job that
-starts before ``cred_expire`` ("Job credential revoked"), so the requeue delay is waited out and
-counted as pending.
+It runs the example job (``examples/tiny-dp.yaml`` by default, with ``--steps`` and ``run_dir``
+overridden) through ``hpcflow local-cluster rehearse``'s loop (:mod:`hpcflow.local_cluster.rehearse`):
+submit, then ``--every-s`` seconds after each attempt's first training step warn it the way Slurm
+does (``scancel --signal=USR1 --batch <jobid>``), for ``--preemptions`` attempts; the job
+checkpoints, requeues itself and resumes, and the last attempt runs to the end. No ``scontrol
+update StartTime=now``: Slurm kills a requeued batch job that starts before ``cred_expire`` ("Job
+credential revoked"), so the requeue delay is waited out and counted as pending.
 
-Figures come from the run's own records: the ledger ``<run_dir>/.hpcflow/events.jsonl``
-(``attempt_start``, ``requeue``, ``job_end``; whole seconds) and rank 0's ``hpcflow-step``,
-``hpcflow-checkpoint`` lines in the job log.
+Figures come from ``hpcflow report``'s ledger (:func:`hpcflow.jobs.report.load_report`: the
+run's ledger ``<run_dir>/.hpcflow/events.jsonl``, whole seconds, and rank 0's ``hpcflow-step``,
+``hpcflow-checkpoint`` lines in the job log), so its goodput is the report's:
 
 - lost steps of a preemption: the last step an attempt ran minus the step it committed, plus the
   steps the next attempt ran again (at or below that step);
-- step time: the sum of ``step_time_s`` over each step's last run; wall: first submission to
-  ``job_end``; pending: submission to the first start plus each ``requeue`` to the next start.
+- training: the sum of ``step_time_s`` over each step's last run; wall: first submission to the
+  end; pending: submission to the first start plus each requeue to the next start;
+- goodput = training / wall (``hpcflow report``); goodput holding nodes = training / (wall -
+  pending), the figure the goal is about (the queue is Slurm's time, not the job's).
 
 Start-up against its floor (issue: any program): before the job, the same layout runs a bare
 step inside an allocation (``salloc ... srun python -c 'import torch; init_process_group;
@@ -42,21 +44,20 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
 from machine import header, verdict
 
-from hpcflow import protocol
+from hpcflow.errors import HpcflowError
+from hpcflow.jobs.report import GoodputReport, load_report
+from hpcflow.local_cluster.rehearse import rehearse
 
 REPO = Path(__file__).resolve().parent.parent
 GOAL_GOODPUT = 0.97
 GOAL_LOST_STEPS = 0
-STARTUP_GUESS_S = 25.0  # this machine: 8 ranks import torch on 2 shared cores
 GOAL_STARTUP_RATIO = 1.3
 GOAL_STOP_S = 2.0  # plus the checkpoint write
-LINE = re.compile(r"^(hpcflow-[a-z]+) (\{.*\})$")
 # The floor: what any job of this layout pays before its first step (one process per rank).
 FLOOR_PROGRAM = """
 import os
@@ -68,7 +69,6 @@ dist.init_process_group("gloo", rank=env.rank, world_size=env.world_size)
 dist.barrier()
 dist.destroy_process_group()
 """
-ATTEMPT = re.compile(r"^hpcflow: \S+ job \d+ attempt (\d+) on ")
 
 
 def run(cmd: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
@@ -76,9 +76,10 @@ def run(cmd: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, check=check)
 
 
-def submit(spec: Path, run_dir: Path, steps: int, overrides: list[str], extra: list[str]) -> str:
-    """``hpcflow submit`` of ``spec`` with ``--steps``, ``run_dir``, ``overrides`` (``--set``
-    KEY=VALUE) and ``extra`` program arguments applied; the job id."""
+def overrides_for(spec: Path, run_dir: Path, steps: int, overrides: list[str],
+                  extra: list[str]) -> list[str]:
+    """The ``--set`` KEY=VALUE overrides that give ``spec`` ``--steps``, ``run_dir`` and the
+    ``extra`` program arguments, then ``overrides``."""
     program = yaml.safe_load(spec.read_text())["program"]
     args = [str(a) for a in program.get("args", [])]
     if "--steps" in args:
@@ -86,77 +87,7 @@ def submit(spec: Path, run_dir: Path, steps: int, overrides: list[str], extra: l
     else:
         args += ["--steps", str(steps)]
     args += extra
-    sets = [f"run_dir={run_dir}", f"program.args={json.dumps(args)}", *overrides]
-    cmd = [sys.executable, "-m", "hpcflow", "submit", str(spec), "--json"]
-    for item in sets:
-        cmd += ["--set", item]
-    done = run(cmd, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"hpcflow submit failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    text = done.stdout
-    job_id = re.search(r'"job_id":\s*"?(\d+)', text)
-    if not job_id:
-        raise SystemExit(f"no job id in the output of hpcflow submit:\n{text}")
-    return job_id.group(1)
-
-
-def ledger(run_dir: Path, job_id: str) -> list[dict]:
-    path = protocol.ledger_path(run_dir)
-    if not path.exists():
-        return []
-    events = []
-    for line in path.read_text().splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if str(event.get("job_id")) == job_id:
-            events.append(event)
-    return events
-
-
-def find(events: list[dict], kind: str, restart: int | None = None) -> dict | None:
-    return next((e for e in events if e["event"] == kind
-                 and (restart is None or int(e["restart"]) == restart)), None)
-
-
-def drive(run_dir: Path, job_id: str, every_s: float, preemptions: int, timeout_s: float) -> int:
-    """Preempt each attempt ``every_s`` after it starts, ``preemptions`` times; wait for the
-    end. Returns the number of preemptions sent."""
-    deadline = time.monotonic() + timeout_s
-    sent = 0
-    while time.monotonic() < deadline:
-        events = ledger(run_dir, job_id)
-        if find(events, "job_end"):
-            return sent
-        start = find(events, "attempt_start", restart=sent)
-        if sent < preemptions and start and not find(events, "signal", restart=sent):
-            if time.time() >= start["time"] + every_s:
-                run(["scancel", "--signal=USR1", "--batch", job_id])
-                sent += 1
-        time.sleep(0.2)
-    print(f"timed out after {timeout_s:.0f} s: cancelling job {job_id}", flush=True)
-    run(["scancel", job_id], check=False)
-    return sent
-
-
-def attempts_from_log(log: str) -> dict[int, dict]:
-    """Rank 0's step and checkpoint lines of each attempt, keyed by restart count."""
-    out: dict[int, dict] = {}
-    current = None
-    for line in log.splitlines():
-        if match := ATTEMPT.match(line):
-            current = out.setdefault(int(match.group(1)), {"steps": [], "saves": []})
-            continue
-        match = LINE.match(line)
-        if current is None or not match:
-            continue
-        tag, payload = match.group(1), json.loads(match.group(2))
-        if tag == protocol.TAG_STEP:
-            current["steps"].append((int(payload["step"]), float(payload["step_time_s"])))
-        elif tag == protocol.TAG_CHECKPOINT:
-            current["saves"].append(float(payload["save_s"]))
-    return out
+    return [f"run_dir={run_dir}", f"program.args={json.dumps(args)}", *overrides]
 
 
 def step_times(run_dir: Path) -> dict[int, list[tuple[float, float]]]:
@@ -176,49 +107,42 @@ def step_times(run_dir: Path) -> dict[int, list[tuple[float, float]]]:
     return out
 
 
-def analyse(events: list[dict], log: str, submitted_at: float,
+def analyse(rep: GoodputReport, events: list[dict],
             timed: dict[int, list[tuple[float, float]]]) -> dict:
-    """Lost steps per preemption, goodput and its parts (see the module docstring)."""
-    per_log = attempts_from_log(log)
-    starts = {int(e["restart"]): e["time"] for e in events if e["event"] == "attempt_start"}
+    """Lost steps per preemption and start-up/stop per attempt (see the module docstring), with
+    the goodput figures of ``hpcflow report`` (:mod:`hpcflow.jobs.report`)."""
     ends = {int(e["restart"]): e["time"] for e in events if e["event"] in ("requeue", "job_end")}
-    requeues = {int(e["restart"]): e for e in events if e["event"] == "requeue"}
-    end = find(events, "job_end")
-    last_run: dict[int, float] = {}
+    committed_at = {int(e["restart"]): int(e["step"]) for e in events
+                    if e["event"] == "requeue" and "step" in e}
+    end = next((e for e in events if e["event"] == "job_end"), None)
     rows, lost = [], []
-    for restart in sorted(starts):
-        info = per_log.get(restart, {"steps": [], "saves": []})
-        steps = info["steps"]
-        for step, step_s in steps:
-            last_run[step] = step_s
-        row = {"restart": restart, "start": starts[restart], "end": ends.get(restart),
-               "steps": len(steps), "first": steps[0][0] if steps else None,
-               "last": steps[-1][0] if steps else None, "step_s": sum(s for _, s in steps),
-               "save_s": sum(info["saves"]), "startup_s": None, "stop_s": None}
-        if timed.get(restart):  # first step began at its end time minus its duration
-            first_end, first_s = timed[restart][0]
-            row["startup_s"] = max(0.0, first_end - first_s - starts[restart])
-            if ends.get(restart) is not None:
-                row["stop_s"] = max(0.0, ends[restart] - timed[restart][-1][0])
-        if restart in requeues:
-            committed = int(requeues[restart]["step"])
-            after = per_log.get(restart + 1, {"steps": []})["steps"]
-            redone = sum(1 for step, _ in after if step <= committed)
+    for i, att in enumerate(rep.attempts):
+        row = {"restart": att.restart, "start": att.start, "end": ends.get(att.restart),
+               "steps": len(att.step_times), "first": att.first_step, "last": att.last_step,
+               "step_s": sum(att.step_times.values()), "save_s": att.checkpointing_s,
+               "startup_s": None, "stop_s": None}
+        if timed.get(att.restart):  # first step began at its end time minus its duration
+            first_end, first_s = timed[att.restart][0]
+            row["startup_s"] = max(0.0, first_end - first_s - att.start)
+            if row["end"] is not None:
+                row["stop_s"] = max(0.0, row["end"] - timed[att.restart][-1][0])
+        if att.restart in committed_at:
+            committed = committed_at[att.restart]
+            after = rep.attempts[i + 1].step_times if i + 1 < len(rep.attempts) else {}
+            redone = sum(1 for step in after if step <= committed)
             row["committed"] = committed
-            lost.append(max(0, (row["last"] or committed) - committed) + redone)
+            lost.append(max(0, (att.last_step or committed) - committed) + redone)
         rows.append(row)
-    running = sum((r["end"] or r["start"]) - r["start"] for r in rows)
-    wall = (end["time"] if end else max(ends.values(), default=submitted_at)) - submitted_at
-    pending = wall - running
-    step_total = sum(last_run.values())
+    held = rep.wall_s - rep.totals["pending"]
     known = rows and all(r["startup_s"] is not None for r in rows)
     startup = sum(r["startup_s"] for r in rows) if known else None
-    after = step_total / (running - startup) if known and running > startup else None
+    after = rep.totals["training"] / (held - startup) if known and held > startup else None
     return {"startup_s": startup, "goodput_after_startup": after, "attempts": rows,
-            "lost_steps": lost, "wall_s": wall, "pending_s": pending, "running_s": running,
-            "step_s": step_total, "save_s": sum(r["save_s"] for r in rows),
-            "goodput": step_total / running if running > 0 else float("nan"),
-            "job_end": end, "steps_done": max(last_run, default=0)}
+            "lost_steps": lost, "wall_s": rep.wall_s, "pending_s": rep.totals["pending"],
+            "running_s": held, "step_s": rep.totals["training"], "lost_s": rep.totals["lost"],
+            "save_s": rep.totals["checkpointing"], "goodput": rep.goodput,
+            "goodput_holding_nodes": rep.goodput_holding_nodes(), "job_end": end,
+            "steps_done": max((a.last_step or 0 for a in rep.attempts), default=0)}
 
 
 def floor_s(nodes: int, tasks_per_node: int, repeat: int) -> list[float]:
@@ -276,15 +200,20 @@ def report(m: dict, every_s: float, sent: int) -> None:
               f"  {startup:>9}  {stop:>6}")
     lost = m["lost_steps"]
     mean_lost = sum(lost) / len(lost) if lost else float("nan")
-    print(f"preemptions sent {sent}, one every {every_s:g} s after each attempt started; "
+    print(f"preemptions sent {sent}, each {every_s:g} s after the attempt's first training step; "
           f"job end: {(m['job_end'] or {}).get('reason', 'none')}")
     print(f"  lost steps per warned preemption: {lost} (mean {mean_lost:.2f})   "
           f"{verdict(mean_lost, GOAL_LOST_STEPS, at_least=False)}")
-    print(f"  wall {m['wall_s']:.0f} s, pending {m['pending_s']:.0f} s, running "
-          f"{m['running_s']:.0f} s = steps {m['step_s']:.1f} s + checkpoints {m['save_s']:.1f} s "
-          f"+ start, load, exit {m['running_s'] - m['step_s'] - m['save_s']:.1f} s")
-    print(f"  goodput = step time / (wall - pending) = {m['step_s']:.1f} / {m['running_s']:.0f} "
-          f"= {m['goodput']:.3f}   {verdict(m['goodput'], GOAL_GOODPUT, at_least=True)}")
+    rest = m["running_s"] - m["step_s"] - m["lost_s"] - m["save_s"]
+    print(f"  wall {m['wall_s']:.0f} s, pending {m['pending_s']:.0f} s, holding nodes "
+          f"{m['running_s']:.0f} s = steps kept {m['step_s']:.1f} s + steps redone "
+          f"{m['lost_s']:.1f} s + checkpoints {m['save_s']:.1f} s + start, load, exit {rest:.1f} s")
+    print(f"  goodput (hpcflow report) = training / wall = {m['step_s']:.1f} / {m['wall_s']:.0f} "
+          f"= {m['goodput'] or 0:.3f}")
+    held = m["goodput_holding_nodes"]
+    print(f"  goodput holding nodes = training / (wall - pending) = {m['step_s']:.1f} / "
+          f"{m['running_s']:.0f} = {held or 0:.3f}   "
+          f"{verdict(held or 0.0, GOAL_GOODPUT, at_least=True)}")
     if m["goodput_after_startup"] is not None:
         print(f"  without process start-up ({m['startup_s']:.0f} s: launch, imports, rendezvous, "
               f"load): {m['step_s']:.1f} / {m['running_s'] - m['startup_s']:.0f} = "
@@ -295,7 +224,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", type=Path, default=REPO / "examples" / "tiny-dp.yaml")
     parser.add_argument("--every-s", type=float, default=60.0,
-                        help="seconds from each attempt's start to its preemption (default 60)")
+                        help="seconds from each attempt's first training step to its preemption "
+                             "(default 60)")
     parser.add_argument("--preemptions", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None,
                         help="training steps (default: enough for the preemptions and one more "
@@ -328,8 +258,7 @@ def main() -> None:
             if "--step-time-s" in spec_args else 0.0
         args.step_time_s = sleep + 0.3
     if args.steps is None:
-        train_s = max(args.every_s - STARTUP_GUESS_S, args.every_s / 3)
-        args.steps = int((args.preemptions + 1) * train_s / args.step_time_s) + 1
+        args.steps = int((args.preemptions + 1) * args.every_s / args.step_time_s) + 1
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="bench-goodput-", dir=_runs()))
     print("\n".join(header("hpcflow goodput benchmark (local Slurm cluster)")), flush=True)
     print(f"spec:     {args.spec} with --steps {args.steps}, run_dir {run_dir}", flush=True)
@@ -337,16 +266,27 @@ def main() -> None:
     spec_doc = yaml.safe_load(args.spec.read_text())
     floors = floor_s(int(spec_doc.get("nodes", 1)), int(spec_doc.get("tasks_per_node", 1)),
                      2 if args.small else args.floor_repeat)
-    submitted_at = time.time()
-    job_id = submit(args.spec, run_dir, args.steps, args.overrides, args.extra)
-    sent = drive(run_dir, job_id, args.every_s, args.preemptions, args.timeout_s)
-    log_files = sorted(run_dir.glob(f"*-{job_id}.out"))
-    log = log_files[0].read_text(errors="replace") if log_files else ""
-    figures = analyse(ledger(run_dir, job_id), log, submitted_at, step_times(run_dir))
-    report(figures, args.every_s, sent)
+    sets = overrides_for(args.spec, run_dir, args.steps, args.overrides, args.extra)
+    submitted: list[str] = []
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+        if match := re.match(r"submitted job (\d+)", line):
+            submitted.append(match.group(1))
+
+    try:
+        done = rehearse(args.spec, sets, preemptions=args.preemptions,
+                        preempt_after_s=args.every_s, timeout_s=args.timeout_s, log=log)
+    except HpcflowError as exc:  # timed out or stalled: leave no job behind
+        for job_id in submitted:
+            run(["scancel", job_id], check=False)
+        raise SystemExit(f"the rehearsal failed: {exc}") from None
+    rep, _signals = load_report(done.job_id)
+    figures = analyse(rep, done.events, step_times(run_dir))
+    report(figures, args.every_s, done.preemptions_sent)
     report_floor(figures, floors)
     if args.json:
-        args.json.write_text(json.dumps({**figures, "preemptions_sent": sent,
+        args.json.write_text(json.dumps({**figures, "preemptions_sent": done.preemptions_sent,
                                          "every_s": args.every_s}, indent=1) + "\n")
 
 

@@ -62,21 +62,3 @@ class Ec2Error(HpcflowError):
 
     exit_code = 7
 
-
-class CommandFailed(HpcflowError):
-    """An external command exited non-zero.
-
-    Args:
-        argv: the command as run.
-        returncode: its exit status.
-        stderr: its standard error; only the tail is kept in the message.
-    """
-
-    def __init__(self, argv: list[str], returncode: int, stderr: str = "", stdout: str = "") -> None:
-        self.argv = list(argv)
-        self.returncode = returncode
-        self.stderr = stderr
-        self.stdout = stdout
-        tail = "\n".join(stderr.strip().splitlines()[-10:])
-        cmd = " ".join(argv)
-        super().__init__(f"command failed (exit {returncode}): {cmd}" + (f"\n{tail}" if tail else ""))

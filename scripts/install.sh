@@ -29,11 +29,8 @@ install_system_packages() {
     command -v shellcheck >/dev/null || missing+=(shellcheck)
   fi
   ((${#missing[@]})) || return 0
-  command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get: install them by hand"
-  [[ "$(id -u)" == 0 ]] || die "missing ${missing[*]}: run as root to install them"
   log "installing ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  bash "${repo}/hpcflow/local_cluster/apt-install.sh" "${missing[@]}"
 }
 
 install_python() {

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import Ec2Error
+from hpcflow.fsutil import write_json_atomic
 
 __all__ = ["Ec2Error", "Ec2Instances", "InstanceFacts", "cache_path", "facts_from_api",
            "make_ec2_client", "read_cache", "write_cache"]
@@ -171,9 +172,7 @@ def write_cache(region: str, facts: Iterable[InstanceFacts], cache_dir: Path | N
            "fetched_at": time.time() if now is None else now,
            "instance_types": dict(sorted(merged.items()))}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, doc)
     return path
 
 

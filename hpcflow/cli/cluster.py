@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from hpcflow.cli.output import emit_json, handles_errors
+from hpcflow.cli.output import emit_json, handles_errors, print_table
 
 # Ten years: beyond it an hourly on-demand estimate means nothing, and far beyond it the
 # arithmetic overflows to inf and nan.
@@ -171,7 +171,7 @@ def cost_cmd(spec: str, hours_text: str, price_source: str, overrides: tuple[str
     from hpcflow.aws.pricing import lookup_prices
     from hpcflow.errors import SpecError
     from hpcflow.pcluster.cost import estimate_cost, instance_types_of
-    from hpcflow.spec.cluster import load_cluster_spec
+    from hpcflow.spec.cluster_loading import load_cluster_spec
 
     try:
         hours = float(hours_text)
@@ -203,19 +203,8 @@ def cost_cmd(spec: str, hours_text: str, price_source: str, overrides: tuple[str
 
 
 def _table(title: str, columns: list[str], rows: list[tuple]) -> None:
-    """A rich table whose first two columns (names) never wrap or get cut."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    for i, col in enumerate(columns):
-        table.add_column(col, no_wrap=i < 2)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    console = Console()
-    if not console.is_terminal:  # a pipe or a file: no width to respect, keep every figure
-        console = Console(width=140)
-    console.print(table)
+    """A table whose first two columns (names) never wrap or get cut."""
+    print_table(title, columns, rows, no_wrap=2, pipe_width=140)
 
 
 def _rate(value: float | None, spot: tuple[float, float] | None = None) -> str:

@@ -38,18 +38,24 @@ def emit_json(data: Any, *, failure: tuple[str, str, int] | None = None) -> None
                           default=str))
 
 
-def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Print a rich table (imported lazily) to stdout."""
+def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
+                no_wrap: int = 0, pipe_width: int = 200) -> None:
+    """Print a rich table (imported lazily) to stdout; ``None`` cells are empty.
+
+    Args:
+        no_wrap: how many leading columns (names) never wrap or get cut.
+        pipe_width: the width in characters when stdout is not a terminal (a pipe or a file has
+            no width to respect: a wide one keeps every figure rather than truncating cells).
+    """
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
-    for col in columns:
-        table.add_column(col)
+    for i, col in enumerate(columns):
+        table.add_column(col, no_wrap=i < no_wrap)
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
-    # Piped output has no terminal width: use a wide one rather than truncating cells.
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    Console(width=None if sys.stdout.isatty() else pipe_width).print(table)
 
 
 _TERMINAL_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -61,7 +61,7 @@ class LMConfig:
 
 #: Named sizes. Parameter counts (:func:`count_params`): tiny 0.26 M (1 MB in fp32; CPU tests),
 #: small 3.7 M, base 93 M, 1b 1.24 B (GPU; about 18 bytes per parameter with Adam and mixed
-#: precision before sharding, DESIGN.md §4).
+#: precision before sharding, docs/architecture.md, "3D layout").
 PRESETS: dict[str, LMConfig] = {
     "tiny": LMConfig(dim=64, n_layers=4, n_heads=4, ffn_dim=192, max_seq_len=256),
     "small": LMConfig(dim=256, n_layers=4, n_heads=8, ffn_dim=768, max_seq_len=512),

@@ -12,7 +12,8 @@
   sub-mesh's group, and a schedule that runs ``n`` micro-batches per step.
 
 Order: split for PP, then TP inside each part, then DP around it (FSDP2 over TP'd DTensors gives
-2-D (dp, tp) parameters), as torchtitan does. See DESIGN.md §4 for what was seen working on gloo.
+2-D (dp, tp) parameters), as torchtitan does. What was seen working on gloo: docs/architecture.md,
+"3D layout".
 """
 
 from __future__ import annotations

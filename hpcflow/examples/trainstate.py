@@ -1,4 +1,4 @@
-"""Everything a resume needs, as one DCP ``Stateful`` object (DESIGN.md §3).
+"""Everything a resume needs, as one DCP ``Stateful`` object (docs/architecture.md, "Checkpoints").
 
 Model and optimizer go through ``torch.distributed.checkpoint.state_dict.get_state_dict`` /
 ``set_state_dict``, which handle FSDP2, TP and DDP alike (sharded tensors stay sharded); the

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcflow import fsutil
 from hpcflow.protocol import ledger_path, state_dir
 
 SPEC_FILE = "job.yaml"
@@ -54,18 +55,10 @@ class JobRecord:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and a rename: readers see the old file or
-    the new one, never a half-written one."""
+    """Write ``text`` to ``path`` (its folder made first) with :func:`hpcflow.fsutil.write_atomic`:
+    readers see the old file or the new one, never a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    fsutil.write_atomic(path, text)
 
 
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:

@@ -12,7 +12,8 @@ Categories, in seconds:
     training: the step times of steps that survived (were committed or finished the run).
     checkpointing: time spent saving checkpoints.
     lost: step times of steps redone after a restart (trained, then lost with their attempt).
-Goodput = training / wall, wall = first submission to the end (or now).
+Goodput = training / wall, wall = first submission to the end (or now). Goodput while holding
+nodes = training / (wall - pending): the queue (and the requeue delay Slurm imposes) left out.
 """
 
 from __future__ import annotations
@@ -80,6 +81,12 @@ class GoodputReport:
     goodput: float | None
     attempts: list[AttemptLedger]
     submitted_at: float
+
+    def goodput_holding_nodes(self) -> float | None:
+        """training / (wall - pending), 0..1: goodput with the time spent queued left out; None
+        when the job never held nodes."""
+        held = self.wall_s - self.totals["pending"]
+        return self.totals["training"] / held if held > 0 and self.attempts else None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

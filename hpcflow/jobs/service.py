@@ -1,7 +1,8 @@
 """The job verbs behind the CLI: submit, status, logs, cancel, list.
 
-Each takes a :class:`~hpcflow.slurm.client.SlurmClient` so tests and other front ends (the
-Python API, a remote head node) drive the same code.
+Each takes a :class:`~hpcflow.slurm.client.SlurmClient`, so the CLI, ``hpcflow local-cluster
+rehearse`` and the tests (which replay Slurm output captured from a real cluster) drive the same
+code.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hpcflow.fsutil import write_json_atomic
+
 
 @dataclass(frozen=True)
 class DaemonRecord:
@@ -76,9 +78,7 @@ def load_records(path: Path) -> dict[str, DaemonRecord]:
 def save_records(path: Path, records: dict[str, DaemonRecord]) -> None:
     """Write the pid records atomically (temp file + rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({k: asdict(v) for k, v in records.items()}, indent=2))
-    os.replace(tmp, path)
+    write_json_atomic(path, {k: asdict(v) for k, v in records.items()}, indent=2)
 
 
 def stop(rec: DaemonRecord, timeout_s: float = 10.0) -> bool:

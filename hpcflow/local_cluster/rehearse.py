@@ -237,41 +237,48 @@ def _any_file(folder: Path) -> bool:
         return False
 
 
-class _GoneWatcher:
+class _StatusPoll:
+    """The job's status from Slurm, asked at most every ``every_s`` seconds (the first time
+    ``first_s`` seconds after it is made); ``None`` when not due or when Slurm did not answer."""
+
+    def __init__(self, job_id: str, client: SlurmClient, first_s: float, every_s: float) -> None:
+        self.job_id, self.client, self.every_s = job_id, client, every_s
+        self.next_check = time.monotonic() + first_s
+
+    def poll(self) -> JobStatus | None:
+        if time.monotonic() < self.next_check:
+            return None
+        self.next_check = time.monotonic() + self.every_s
+        try:
+            return service.job_status(self.job_id, client=self.client)
+        except HpcflowError:
+            return None
+
+
+class _GoneWatcher(_StatusPoll):
     """Says (at most every 5 s) whether Slurm reports the job finished although its ledger has
     no end record: the batch shell was killed (for example by a signal it does not trap)."""
 
     def __init__(self, job_id: str, client: SlurmClient) -> None:
-        self.job_id, self.client = job_id, client
-        self.next_check = time.monotonic() + 5.0
+        super().__init__(job_id, client, first_s=5.0, every_s=5.0)
 
     def tick(self) -> dict[str, Any] | None:
-        if time.monotonic() < self.next_check:
-            return None
-        self.next_check = time.monotonic() + 5.0
-        try:
-            st = service.job_status(self.job_id, client=self.client)
-        except HpcflowError:
-            return None
-        return {"event": "gone", "state": st.state} if st.finished else None
+        st = self.poll()
+        return {"event": "gone", "state": st.state} if st is not None and st.finished else None
 
 
-class _QueueWatcher:
+class _QueueWatcher(_StatusPoll):
     """Reports a pending job's state and reason when they change (at most every 10 s), so a
     rehearsal never sits silent while the job waits for nodes or for its requeue delay."""
 
     def __init__(self, job_id: str, client: SlurmClient, log: Log) -> None:
-        self.job_id, self.client, self.log = job_id, client, log
+        super().__init__(job_id, client, first_s=3.0, every_s=10.0)
+        self.log = log
         self.last: tuple[str, str] | None = None
-        self.next_check = time.monotonic() + 3.0
 
     def tick(self) -> None:
-        if time.monotonic() < self.next_check:
-            return None
-        self.next_check = time.monotonic() + 10.0
-        try:
-            st = service.job_status(self.job_id, client=self.client)
-        except HpcflowError:
+        st = self.poll()
+        if st is None:
             return None
         now = (st.state, st.reason)
         if now != self.last and st.state in ("PENDING", "REQUEUED", "CONFIGURING"):

@@ -20,6 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcflow.command import evidence, run_command
 from hpcflow.doctor.result import CheckResult, fail, ok, warn
 from hpcflow.errors import SpecError, SubmitError
 from hpcflow.nccl.checks import check_nccl_debug_output
@@ -97,12 +98,12 @@ def run_nccl_job(job: NcclJob, workdir: Path, timeout_s: float = 1800) -> tuple[
     argv = ["sbatch", "--parsable", "--wait", f"--output={output}", f"--chdir={workdir}",
             str(script)]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        proc = run_command(argv, timeout_s=timeout_s)
     except subprocess.TimeoutExpired as exc:
         job_id = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         job_id = job_id.strip().split(";")[0]
         if job_id:
-            subprocess.run(["scancel", job_id], capture_output=True, check=False)
+            run_command(["scancel", job_id])
         raise SubmitError(f"nccl-tests job {job_id or '?'} did not finish in {timeout_s:g} s; "
                           "cancelled") from None
     except FileNotFoundError:
@@ -110,8 +111,7 @@ def run_nccl_job(job: NcclJob, workdir: Path, timeout_s: float = 1800) -> tuple[
                           "node") from None
     job_id = proc.stdout.strip().split(";")[0]
     if not job_id.isdigit():
-        raise SubmitError(f"sbatch refused the job: {shlex.join(argv)} (exit {proc.returncode})\n"
-                          + "\n".join(proc.stderr.strip().splitlines()[-10:]))
+        raise SubmitError(f"sbatch refused the job {evidence(argv, proc)}")
     out = Path(str(output).replace("%j", job_id))
     text = out.read_text(errors="replace") if out.exists() else ""
     return job_id, text

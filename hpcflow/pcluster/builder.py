@@ -4,7 +4,7 @@ Keys and their meaning: ParallelCluster user guide, "Cluster configuration file"
 (https://docs.aws.amazon.com/parallelcluster/latest/ug/cluster-configuration-file-v3.html),
 checked against the aws-parallelcluster 3.16.1 ``ClusterSchema``.
 
-Defaults chosen for GPU training (DESIGN.md §5):
+Defaults chosen for GPU training (docs/architecture.md, "Cluster configs"):
 
 - EFA is on for every compute resource whose instance types all support it (catalog facts).
 - An EFA queue always has an explicit ``Networking.PlacementGroup`` (unless each EFA compute
@@ -26,10 +26,9 @@ from typing import Any
 
 from hpcflow.pcluster.builder_storage import shared_storage
 from hpcflow.pcluster.catalog import Catalog
+from hpcflow.pcluster.findings import FieldPath
 from hpcflow.pcluster.merge import deep_merge
 from hpcflow.spec.cluster import ClusterSpec, ComputeSpec, QueueSpec, ScriptSpec
-
-Path = tuple[str | int, ...]
 
 CAPACITY_TYPES = {"ondemand": "ONDEMAND", "spot": "SPOT", "capacity_block": "CAPACITY_BLOCK"}
 
@@ -45,7 +44,7 @@ class Rendered:
     """
 
     config: dict[str, Any]
-    sources: dict[Path, str] = field(default_factory=dict)
+    sources: dict[FieldPath, str] = field(default_factory=dict)
 
 
 def compute_name(compute: ComputeSpec) -> str:
@@ -89,7 +88,7 @@ def build_with_sources(spec: ClusterSpec, catalog: Catalog | None = None) -> Ren
     return rendered
 
 
-def _raw_sources(raw: Any, base: Path, sp: str, src: dict[Path, str]) -> None:
+def _raw_sources(raw: Any, base: FieldPath, sp: str, src: dict[FieldPath, str]) -> None:
     """Map each key the raw block sets to ``pcluster.<key path>``."""
     if isinstance(raw, dict):
         for key, value in raw.items():
@@ -101,7 +100,7 @@ def _raw_sources(raw: Any, base: Path, sp: str, src: dict[Path, str]) -> None:
 def build_fields(spec: ClusterSpec, catalog: Catalog | None = None) -> Rendered:
     """The config from the spec's fields alone, before the ``pcluster:`` block is merged."""
     cat = catalog or Catalog.offline()
-    src: dict[Path, str] = {}
+    src: dict[FieldPath, str] = {}
     cfg: dict[str, Any] = {"Region": spec.region}
     src[("Region",)] = "region"
     image: dict[str, Any] = {"Os": spec.os}
@@ -153,8 +152,8 @@ def _tags(tags: dict[str, str]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in tags.items()]
 
 
-def _iam(spec: ClusterSpec, policies: list[str], base: Path, sp: str,
-         src: dict[Path, str]) -> dict[str, Any]:
+def _iam(spec: ClusterSpec, policies: list[str], base: FieldPath, sp: str,
+         src: dict[FieldPath, str]) -> dict[str, Any]:
     iam: dict[str, Any] = {}
     if spec.s3_access:
         iam["S3Access"] = [{"BucketName": a.bucket, "EnableWriteAccess": a.write}
@@ -166,8 +165,8 @@ def _iam(spec: ClusterSpec, policies: list[str], base: Path, sp: str,
     return iam
 
 
-def _networking_groups(holder: Any, out: dict[str, Any], base: Path, sp: str,
-                       src: dict[Path, str]) -> None:
+def _networking_groups(holder: Any, out: dict[str, Any], base: FieldPath, sp: str,
+                       src: dict[FieldPath, str]) -> None:
     for field_name, key in (("security_groups", "SecurityGroups"),
                             ("additional_security_groups", "AdditionalSecurityGroups")):
         value = getattr(holder, field_name)
@@ -176,9 +175,9 @@ def _networking_groups(holder: Any, out: dict[str, Any], base: Path, sp: str,
             src[base + ("Networking", key)] = f"{sp}.{field_name}"
 
 
-def _head_node(spec: ClusterSpec, src: dict[Path, str]) -> dict[str, Any]:
+def _head_node(spec: ClusterSpec, src: dict[FieldPath, str]) -> dict[str, Any]:
     hn = spec.head_node
-    base: Path = ("HeadNode",)
+    base: FieldPath = ("HeadNode",)
     networking: dict[str, Any] = {"SubnetId": hn.subnet_id}
     out: dict[str, Any] = {"InstanceType": hn.instance_type, "Networking": networking}
     src[("HeadNode", "InstanceType")] = "head_node.instance_type"
@@ -210,9 +209,9 @@ def _head_node(spec: ClusterSpec, src: dict[Path, str]) -> dict[str, Any]:
     return out
 
 
-def _login_pool(spec: ClusterSpec, i: int, src: dict[Path, str]) -> dict[str, Any]:
+def _login_pool(spec: ClusterSpec, i: int, src: dict[FieldPath, str]) -> dict[str, Any]:
     pool = spec.login_nodes[i]
-    base: Path = ("LoginNodes", "Pools", i)
+    base: FieldPath = ("LoginNodes", "Pools", i)
     sp = f"login_nodes[{i}]"
     src[base] = sp
     for key, name in (("Name", "name"), ("InstanceType", "instance_type"), ("Count", "count"),
@@ -223,8 +222,8 @@ def _login_pool(spec: ClusterSpec, i: int, src: dict[Path, str]) -> dict[str, An
 
 
 def _queue(spec: ClusterSpec, q: QueueSpec, qi: int, cat: Catalog,
-           src: dict[Path, str]) -> dict[str, Any]:
-    base: Path = ("Scheduling", "SlurmQueues", qi)
+           src: dict[FieldPath, str]) -> dict[str, Any]:
+    base: FieldPath = ("Scheduling", "SlurmQueues", qi)
     sp = f"queues[{qi}]"
     src[base] = sp
     out: dict[str, Any] = {"Name": q.name, "CapacityType": CAPACITY_TYPES[q.capacity_type]}
@@ -291,8 +290,8 @@ def _reservation(reservation_id: str | None, group_arn: str | None) -> dict[str,
     return {}
 
 
-def _compute(q: QueueSpec, c: ComputeSpec, ci: int, qbase: Path, qsp: str, cat: Catalog,
-             src: dict[Path, str]) -> dict[str, Any]:
+def _compute(q: QueueSpec, c: ComputeSpec, ci: int, qbase: FieldPath, qsp: str, cat: Catalog,
+             src: dict[FieldPath, str]) -> dict[str, Any]:
     base = qbase + ("ComputeResources", ci)
     sp = f"{qsp}.compute[{ci}]"
     src[base] = sp
@@ -332,8 +331,8 @@ def _compute(q: QueueSpec, c: ComputeSpec, ci: int, qbase: Path, qsp: str, cat: 
     return out
 
 
-def _custom_mapping(settings: dict[str, Any], base: Path, sp: str,
-                    src: dict[Path, str]) -> dict[str, Any]:
+def _custom_mapping(settings: dict[str, Any], base: FieldPath, sp: str,
+                    src: dict[FieldPath, str]) -> dict[str, Any]:
     """A queue's or compute resource's settings: one mapping (aws-parallelcluster 3.16.1
     ``SlurmQueueSchema.custom_slurm_settings`` is a ``fields.Dict``)."""
     for key in settings:
@@ -341,8 +340,8 @@ def _custom_mapping(settings: dict[str, Any], base: Path, sp: str,
     return dict(settings)
 
 
-def _custom_settings(settings: dict[str, Any], base: Path, sp: str,
-                     src: dict[Path, str]) -> list[dict[str, Any]]:
+def _custom_settings(settings: dict[str, Any], base: FieldPath, sp: str,
+                     src: dict[FieldPath, str]) -> list[dict[str, Any]]:
     """Cluster-level settings: one single-key mapping per setting, in the spec's order
     (``SlurmSettings.CustomSlurmSettings`` is a list of mappings)."""
     out = []
@@ -376,8 +375,8 @@ def _action_sources(sp: str, own: Any, with_bootstrap: bool) -> dict[str, str]:
     return out
 
 
-def _custom_actions(events: dict[str, list[ScriptSpec]], base: Path, sources: dict[str, str],
-                    src: dict[Path, str]) -> dict[str, Any]:
+def _custom_actions(events: dict[str, list[ScriptSpec]], base: FieldPath, sources: dict[str, str],
+                    src: dict[FieldPath, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for event, scripts in events.items():
         if scripts:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpcflow.pcluster.findings import FieldPath
 from hpcflow.spec.cluster import ClusterSpec
 from hpcflow.spec.cluster_storage import EfsSpec, FsxLustreSpec, FsxVolumeSpec
-
-Path = tuple[str | int, ...]
 
 # spec field -> FsxLustreSettings key, in the order they are written.
 FSX_KEYS = (("storage_capacity_gib", "StorageCapacity"), ("deployment_type", "DeploymentType"),
@@ -36,7 +35,7 @@ KIND = {"fsx_lustre": ("FsxLustre", "FsxLustreSettings"),
         "ebs": ("Ebs", "EbsSettings")}
 
 
-def shared_storage(spec: ClusterSpec, src: dict[Path, str]) -> list[dict[str, Any]]:
+def shared_storage(spec: ClusterSpec, src: dict[FieldPath, str]) -> list[dict[str, Any]]:
     """``SharedStorage`` for the spec: the EFS ``/home`` when asked, then ``storage`` in order."""
     out: list[dict[str, Any]] = []
     if spec.shared_home == "efs":
@@ -48,8 +47,8 @@ def shared_storage(spec: ClusterSpec, src: dict[Path, str]) -> list[dict[str, An
     return out
 
 
-def _settings(st: Any, keys: tuple[tuple[str, str], ...], base: Path, sp: str,
-              src: dict[Path, str]) -> dict[str, Any]:
+def _settings(st: Any, keys: tuple[tuple[str, str], ...], base: FieldPath, sp: str,
+              src: dict[FieldPath, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for field, key in keys:
         value = getattr(st, field)
@@ -59,7 +58,7 @@ def _settings(st: Any, keys: tuple[tuple[str, str], ...], base: Path, sp: str,
     return out
 
 
-def _entry(st: Any, base: Path, sp: str, src: dict[Path, str]) -> dict[str, Any]:
+def _entry(st: Any, base: FieldPath, sp: str, src: dict[FieldPath, str]) -> dict[str, Any]:
     src[base] = sp
     src[base + ("Name",)] = sp + ".name"
     src[base + ("MountDir",)] = sp + ".mount_dir"
@@ -84,7 +83,7 @@ def _entry(st: Any, base: Path, sp: str, src: dict[Path, str]) -> dict[str, Any]
     return out
 
 
-def _fsx_lustre(st: FsxLustreSpec, sbase: Path, sp: str, src: dict[Path, str]) -> dict[str, Any]:
+def _fsx_lustre(st: FsxLustreSpec, sbase: FieldPath, sp: str, src: dict[FieldPath, str]) -> dict[str, Any]:
     if st.file_system_id:
         src[sbase + ("FileSystemId",)] = sp + ".file_system_id"
         return {"FileSystemId": st.file_system_id}

@@ -10,7 +10,9 @@ from typing import Any, Literal
 from hpcflow.spec.loading import format_loc
 
 Level = Literal["error", "warning", "info"]
-Path = tuple[str | int, ...]
+#: Where a value sits in a ParallelCluster config: keys and list indices, e.g.
+#: ``("Scheduling", "SlurmQueues", 0, "Name")``.
+FieldPath = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,11 @@ class Finding:
 class Ctx:
     """Collects findings and turns config paths into spec paths."""
 
-    def __init__(self, sources: Mapping[Path, str] | None) -> None:
+    def __init__(self, sources: Mapping[FieldPath, str] | None) -> None:
         self.sources = sources or {}
         self.findings: list[Finding] = []
 
-    def where(self, path: Path) -> str:
+    def where(self, path: FieldPath) -> str:
         """The spec field that produced ``path`` (longest known prefix), else the config path."""
         if not self.sources:
             return format_loc(path)
@@ -57,7 +59,7 @@ class Ctx:
                 return hit
         return format_loc(path)
 
-    def add(self, code: str, level: Level, path: Path, value: Any, message: str) -> None:
+    def add(self, code: str, level: Level, path: FieldPath, value: Any, message: str) -> None:
         """Record one finding at config path ``path``."""
         self.findings.append(Finding(code, level, self.where(path), value, message))
 
@@ -79,12 +81,12 @@ def computes(q: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
             yield ci, c
 
 
-def instance_types(c: Mapping[str, Any]) -> list[tuple[Path, Any]]:
+def instance_types(c: Mapping[str, Any]) -> list[tuple[FieldPath, Any]]:
     """(path inside the compute resource, type) for ``InstanceType`` or each entry of a flexible
     ``Instances`` list (ParallelCluster user guide, "Multiple instance type allocation")."""
     if "InstanceType" in c:
         return [(("InstanceType",), c.get("InstanceType"))]
-    out: list[tuple[Path, Any]] = []
+    out: list[tuple[FieldPath, Any]] = []
     for i, item in enumerate(c.get("Instances") or []):
         if isinstance(item, dict):
             out.append((("Instances", i, "InstanceType"), item.get("InstanceType")))
@@ -103,4 +105,4 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-QP: Callable[[int], Path] = lambda qi: ("Scheduling", "SlurmQueues", qi)  # noqa: E731
+QP: Callable[[int], FieldPath] = lambda qi: ("Scheduling", "SlurmQueues", qi)  # noqa: E731

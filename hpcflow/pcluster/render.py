@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +13,13 @@ from typing import Any
 
 import yaml
 
+from hpcflow import fsutil
 from hpcflow.errors import HpcflowError, SpecError
 from hpcflow.pcluster.builder import build_with_sources
 from hpcflow.pcluster.catalog import Catalog
 from hpcflow.pcluster.rules import Finding, run_rules
-from hpcflow.spec.cluster import ClusterSpec, load_cluster_spec, load_yaml_file
+from hpcflow.spec.cluster import ClusterSpec
+from hpcflow.spec.cluster_loading import load_cluster_spec, load_yaml_file
 
 
 @dataclass
@@ -167,16 +168,9 @@ def write_atomic(path: Path, text: str) -> None:
         what = "is not a directory" if parent.exists() else "does not exist (create it first)"
         raise HpcflowError(f"{path}: cannot write: {str(parent)!r} {what}")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+        fsutil.write_atomic(target, text)
     except OSError as exc:
         raise HpcflowError(f"{path}: cannot write in {str(parent)!r}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise HpcflowError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def validate_file(path: str | Path, deep: bool = False, endpoint_url: str | None = None,

@@ -20,8 +20,8 @@ from hpcflow.pcluster.catalog import Catalog, ec2_types
 from hpcflow.pcluster.findings import (
     QP,
     Ctx,
+    FieldPath,
     Finding,
-    Path,
     as_dict,
     computes,
     efa_on,
@@ -54,7 +54,7 @@ def check_instance_types(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None
     InstanceTypeValidator ask EC2 about each type at create time, and hpcflow decides EFA from
     the same facts offline, so an unknown type would pass here and fail there.
     """
-    where: list[tuple[Path, Any]] = []
+    where: list[tuple[FieldPath, Any]] = []
     head = as_dict(cfg.get("HeadNode"))
     if "InstanceType" in head:
         where.append((("HeadNode", "InstanceType"), head.get("InstanceType")))
@@ -126,7 +126,7 @@ def _check_efa_placement(q: dict[str, Any], qi: int, efa_crs: list[tuple[int, di
                          ctx: Ctx) -> None:
     queue_pg = _placement(q.get("Networking"))
     missing: list[str] = []
-    off: list[tuple[Path, bool]] = []
+    off: list[tuple[FieldPath, bool]] = []
     for ci, c in efa_crs:
         own = _placement(c.get("Networking"))
         pg = own if own is not None else queue_pg
@@ -207,7 +207,7 @@ def check_names_and_limits(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> No
             seen_c.add(str(c.get("Name")))
 
 
-def _check_name(name: Any, path: Path, what: str, ctx: Ctx) -> None:
+def _check_name(name: Any, path: FieldPath, what: str, ctx: Ctx) -> None:
     if not isinstance(name, str):
         return
     if not NAME_RE.fullmatch(name):
@@ -263,7 +263,7 @@ RULES = (check_instance_types, check_efa, check_flexible_instances, check_capaci
 
 
 def run_rules(cfg: Mapping[str, Any], catalog: Catalog | None = None,
-              sources: Mapping[Path, str] | None = None) -> list[Finding]:
+              sources: Mapping[FieldPath, str] | None = None) -> list[Finding]:
     """Run every rule on a config and return all findings, errors first.
 
     Args:

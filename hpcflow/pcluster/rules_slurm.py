@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hpcflow.pcluster.catalog import Catalog
-from hpcflow.pcluster.findings import QP, Ctx, Path, as_dict, computes, queues
+from hpcflow.pcluster.findings import QP, Ctx, FieldPath, as_dict, computes, queues
 
 DENY_SLURMCONF = frozenset({
     "epilog", "grestypes", "launchparameters", "prolog", "reconfigflags", "resumefailprogram",
@@ -63,7 +63,7 @@ def _bad_value(value: Any) -> str | None:
     return None
 
 
-def _check_item(key: Any, value: Any, path: Path, deny: frozenset[str], level: str,
+def _check_item(key: Any, value: Any, path: FieldPath, deny: frozenset[str], level: str,
                 ctx: Ctx, use_deny: bool = True) -> None:
     text = str(key)
     if not KEY_RE.fullmatch(text):
@@ -86,10 +86,10 @@ def _check_item(key: Any, value: Any, path: Path, deny: frozenset[str], level: s
         ctx.add("SLURM_SETTING_VALUE", "error", path, value, f"{text!r}: {problem}")
 
 
-def _check_mapping(settings: Any, base: Path, deny: frozenset[str], level: str, ctx: Ctx) -> None:
+def _check_mapping(settings: Any, base: FieldPath, deny: frozenset[str], level: str, ctx: Ctx) -> None:
     """A queue's or compute resource's settings: one mapping (a list is the schema's to refuse,
     but its items are still checked)."""
-    items: list[tuple[Any, Any, Path]] = []
+    items: list[tuple[Any, Any, FieldPath]] = []
     if isinstance(settings, dict):
         items = [(k, v, base + ("CustomSlurmSettings", k)) for k, v in settings.items()]
     elif isinstance(settings, list):
@@ -99,7 +99,7 @@ def _check_mapping(settings: Any, base: Path, deny: frozenset[str], level: str, 
         _check_item(key, value, path, deny, level, ctx)
 
 
-def _check_node_names(entry: dict[str, Any], path: Path, ctx: Ctx) -> None:
+def _check_node_names(entry: dict[str, Any], path: FieldPath, ctx: Ctx) -> None:
     """CustomSlurmNodeNamesValidator: ``-st-`` and ``-dy-`` name ParallelCluster's own nodes."""
     for key, value in entry.items():
         if str(key).lower() == "nodename" and ("-st-" in str(value) or "-dy-" in str(value)):
@@ -113,7 +113,7 @@ def check_slurm_settings(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None
     sched = as_dict(cfg.get("Scheduling"))
     slurm = as_dict(sched.get("SlurmSettings"))
     deny = DENY_SLURMCONF | (DENY_ACCOUNTING if slurm.get("Database") else frozenset())
-    base: Path = ("Scheduling", "SlurmSettings")
+    base: FieldPath = ("Scheduling", "SlurmSettings")
     entries = slurm.get("CustomSlurmSettings") or []
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         entry = as_dict(entry)

@@ -23,9 +23,7 @@ from typing import Any
 
 from hpcflow.errors import Ec2Error, HpcflowError
 from hpcflow.pcluster.findings import Ctx as _Ctx
-from hpcflow.pcluster.findings import Finding
-
-Path = tuple[str | int, ...]
+from hpcflow.pcluster.findings import FieldPath, Finding
 
 # Port 9 (discard) on loopback: connections are refused at once, so boto3 fails fast offline.
 _BLOCKED_ENDPOINT = "http://127.0.0.1:9"
@@ -121,10 +119,10 @@ def _reset_pcluster_clients() -> None:
     Cache.clear_all()
 
 
-def flatten_messages(messages: Any, prefix: Path = ()) -> list[tuple[Path, str]]:
+def flatten_messages(messages: Any, prefix: FieldPath = ()) -> list[tuple[FieldPath, str]]:
     """Turn marshmallow's nested ``{"Scheduling": {"SlurmQueues": {0: {...: [msg]}}}}`` into
     ``[(("Scheduling", "SlurmQueues", 0, ...), msg)]``; ``_schema`` keys attach to their parent."""
-    out: list[tuple[Path, str]] = []
+    out: list[tuple[FieldPath, str]] = []
     if isinstance(messages, Mapping):
         for key, sub in messages.items():
             path = prefix if key == "_schema" else prefix + (key,)
@@ -137,7 +135,7 @@ def flatten_messages(messages: Any, prefix: Path = ()) -> list[tuple[Path, str]]
     return out
 
 
-def _value_at(cfg: Any, path: Path) -> Any:
+def _value_at(cfg: Any, path: FieldPath) -> Any:
     node = cfg
     for part in path:
         try:
@@ -164,7 +162,7 @@ def load_config(cfg: Mapping[str, Any], cluster_name: str = "hpcflow") -> Any:
 
 
 def schema_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
-                 sources: Mapping[Path, str] | None = None) -> list[Finding]:
+                 sources: Mapping[FieldPath, str] | None = None) -> list[Finding]:
     """Run the real ParallelCluster schema offline; one error finding per schema message.
 
     Costs about 0.5 s for the first import of pcluster, then tens of milliseconds.
@@ -193,7 +191,7 @@ def schema_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
 
 def deep_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
                endpoint_url: str | None = None,
-               sources: Mapping[Path, str] | None = None) -> list[Finding]:
+               sources: Mapping[FieldPath, str] | None = None) -> list[Finding]:
     """Run ParallelCluster's own validators (``config.validate()``), which call AWS.
 
     Uses the caller's credentials (environment, profile or instance role) and, when given,
@@ -249,7 +247,7 @@ def _is_aws_failure(exc: BaseException) -> bool:
     return isinstance(exc, (AWSClientError, BotoCoreError, ClientError))
 
 
-def _fmt(path: Path) -> str:
+def _fmt(path: FieldPath) -> str:
     from hpcflow.spec.loading import format_loc
 
     return format_loc(path)

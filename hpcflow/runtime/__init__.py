@@ -1,4 +1,4 @@
-"""Code that runs inside a Slurm job on every rank (DESIGN.md §1, docs/protocol.md).
+"""Code that runs inside a Slurm job on every rank (docs/architecture.md, docs/protocol.md).
 
 The public API for your own training loop is :class:`~hpcflow.runtime.run.Run`
 (docs/your-training-loop.md): ``with Run.from_env() as run: step = run.restore(state); ...;

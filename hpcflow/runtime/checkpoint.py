@@ -1,5 +1,5 @@
 """Sharded checkpoints that are complete or ignored, written in line or in the background
-(DESIGN.md §3, docs/protocol.md step 5).
+(docs/architecture.md, "Checkpoints", docs/protocol.md step 5).
 
 A save: rank 0 makes a fresh ``step_<N>.tmp/`` → every rank writes its shards there with
 ``torch.distributed.checkpoint`` (DCP), whose last collective gathers every rank's write result
@@ -7,9 +7,8 @@ on rank 0 before it writes ``.metadata`` → rank 0 writes the commit record, re
 to ``step_<N>/`` and prunes → every rank learns the outcome. A failure anywhere raises
 :class:`~hpcflow.errors.CheckpointError` on every rank and commits nothing.
 
-``save(..., blocking=False)`` copies the state into CPU staging buffers (DCP's ``DefaultStager``,
-reused by later saves) and returns; a background thread does the write and the commit, as
-``dcp.async_save`` does with its thread executor (torch/distributed/checkpoint/state_dict_saver.py).
+``save(..., blocking=False)`` copies the state into CPU staging buffers and returns; a background
+thread does the write and the commit (:mod:`hpcflow.runtime.async_save`).
 Every collective of a save runs on a gloo group of its own, never on the training group
 (torchtitan ``components/checkpoint.py`` does the same for its async mode).
 
@@ -22,14 +21,17 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import CheckpointError
-from hpcflow.runtime import commit as layout
+from hpcflow.runtime import commit as ckpt_dirs
 from hpcflow.runtime import dist as hdist
+from hpcflow.runtime.async_save import (
+    AsyncSaves,
+    SaveResult,  # noqa: F401 - re-exported
+    dcp_errors,
+)
 
 #: ``on_event(event, step)``; called on the thread where the event happens (see CheckpointManager).
 EventHook = Callable[[str, int], None]
@@ -38,32 +40,7 @@ EventHook = Callable[[str, int], None]
 DEFAULT_COORD_TIMEOUT_S = 1800.0
 
 
-@dataclass(frozen=True)
-class SaveResult:
-    """A committed asynchronous save as this rank saw it.
-
-    Attributes:
-        step: the step the checkpoint holds.
-        path: the committed directory ``<root>/step_<step>``.
-        blocked_s: seconds the caller spent inside :meth:`CheckpointManager.save`.
-        total_s: seconds from the ``save`` call until this rank knew the commit.
-    """
-
-    step: int
-    path: Path
-    blocked_s: float
-    total_s: float
-
-
-@dataclass
-class _InFlight:
-    step: int
-    future: Future[float]  # monotonic time at which this rank learned the commit
-    started: float
-    blocked_s: float
-
-
-class CheckpointManager:
+class CheckpointManager(AsyncSaves):
     """Saves, commits, finds and loads the checkpoints under one root directory.
 
     :meth:`save`, :meth:`wait`, :meth:`close`, :meth:`clean_partial` and :meth:`load` are
@@ -89,7 +66,7 @@ class CheckpointManager:
         keep: committed checkpoints to keep (at least 1).
         interval_steps: :meth:`due` is true every this many steps; 0 = never (save only when
             preempted).
-        extra_record: more facts for each commit record, e.g. the mesh layout.
+        extra_record: more facts for each commit record, e.g. the mesh ckpt_dirs.
         on_event: observer of the save's phases (tests, metrics); must be thread-safe.
         coord_timeout_s: seconds a checkpoint collective waits for the other ranks.
 
@@ -121,10 +98,7 @@ class CheckpointManager:
         self.coord_timeout_s = coord_timeout_s
         self._group: Any = None
         self._group_made = False
-        self._executor: ThreadPoolExecutor | None = None
-        self._stager: Any = None
-        self._in_flight: _InFlight | None = None
-        self._unreported: list[SaveResult] = []  # collected by save/load/..., kept for poll
+        self._init_async()
 
     def due(self, step: int) -> bool:
         """True if the periodic interval asks for a checkpoint after ``step``."""
@@ -132,7 +106,7 @@ class CheckpointManager:
 
     def committed_steps(self) -> list[int]:
         """Steps with a valid commit record, ascending (local file-system read)."""
-        return layout.scan(self.root).committed
+        return ckpt_dirs.scan(self.root).committed
 
     def latest_committed(self) -> int | None:
         """The highest committed step, or ``None`` when there is none.
@@ -144,21 +118,10 @@ class CheckpointManager:
         steps = self.committed_steps()
         return steps[-1] if steps else None
 
-    @property
-    def in_flight(self) -> int | None:
-        """The step of the asynchronous save not yet collected, or ``None`` (local)."""
-        return self._in_flight.step if self._in_flight else None
-
-    @property
-    def writing(self) -> bool:
-        """True while the asynchronous save is still being written or committed (local; false
-        once it has committed or failed, before :meth:`poll` or :meth:`wait` collects it)."""
-        return self._in_flight is not None and not self._in_flight.future.done()
-
     def clean_partial(self) -> list[Path]:
         """Wait for a save in flight, then rank 0 removes partial directories (``step_<N>.tmp/``,
         ``step_<N>/`` without a record). Call at start, before anything is loaded or saved:
-        leftovers can hang the next save (DESIGN.md §3).
+        leftovers can hang the next save (docs/architecture.md, "Checkpoints").
 
         Returns:
             The directories removed (empty on ranks other than 0).
@@ -196,7 +159,7 @@ class CheckpointManager:
                 rank; no committed directory is left for a failed write).
         """
         started = time.monotonic()
-        final = layout.step_dir(self.root, step)
+        final = ckpt_dirs.step_dir(self.root, step)
         if self._in_flight is not None and self._in_flight.step == step:
             if blocking:
                 self._wait_quietly()
@@ -204,7 +167,7 @@ class CheckpointManager:
         self._wait_quietly()
         self._emit("save_start", step)
         self._on_rank0(f"prepare checkpoint of step {step}",
-                       lambda: layout.fresh_tmp_dir(self.root, step))
+                       lambda: ckpt_dirs.fresh_tmp_dir(self.root, step))
         self._emit("prepared", step)
         flat, error = None, None
         try:  # a local failure here must not leave the other ranks waiting inside DCP
@@ -221,65 +184,8 @@ class CheckpointManager:
             self._write_and_commit(flat, step)
             return final
         self._emit("staged", step)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpcflow-ckpt")
-        future = self._executor.submit(self._write_and_commit, flat, step)
-        self._in_flight = _InFlight(step, future, started, time.monotonic() - started)
+        self._submit(self._write_and_commit, flat, step, started, time.monotonic() - started)
         return final
-
-    def poll(self) -> SaveResult | None:
-        """Collect the asynchronous save if it has committed; never blocks, never raises.
-
-        Local: ranks may see the commit at different steps, so never base a collective decision
-        on it. A failed save is left in flight for :meth:`wait` or the next :meth:`save` to raise
-        on every rank.
-
-        Returns:
-            Each committed async save once (also one that :meth:`save`, :meth:`load` or
-            :meth:`clean_partial` waited for), or ``None`` while it runs, after a failure, or
-            when nothing is in flight.
-        """
-        if self._unreported:
-            return self._unreported.pop(0)
-        flight = self._in_flight
-        if flight is None or not flight.future.done() or flight.future.exception() is not None:
-            return None
-        return self._collect()
-
-    def wait(self) -> SaveResult | None:
-        """Block until the asynchronous save in flight is committed on this rank.
-
-        Returns:
-            The save it waited for (or one committed earlier and not yet reported by
-            :meth:`poll`), or ``None``.
-
-        Raises:
-            CheckpointError: that save failed (raised on every rank).
-        """
-        result = self._collect()
-        if result is None and self._unreported:
-            result = self._unreported.pop(0)
-        return result
-
-    def _wait_quietly(self) -> None:
-        """Wait for the save in flight, keeping its result for :meth:`poll`."""
-        result = self._collect()
-        if result is not None:
-            self._unreported.append(result)
-
-    def _collect(self) -> SaveResult | None:
-        flight, self._in_flight = self._in_flight, None
-        if flight is None:
-            return None
-        try:
-            done = flight.future.result()
-        except CheckpointError:
-            raise
-        except _dcp_errors() as exc:  # an error outside the write itself; still every rank's
-            what = f"{type(exc).__name__}: {exc}"
-            raise CheckpointError(f"the checkpoint of step {flight.step} failed: {what}") from exc
-        return SaveResult(flight.step, layout.step_dir(self.root, flight.step), flight.blocked_s,
-                          done - flight.started)
 
     def close(self) -> None:
         """Wait for a save in flight, then free the writer thread and the staging buffers.
@@ -290,12 +196,7 @@ class CheckpointManager:
         try:
             self.wait()
         finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
-            if self._stager is not None:
-                self._stager.close()
-                self._stager = None
+            self._close_async()
 
     def load(self, step: int, state: dict[str, Any]) -> None:
         """Read committed checkpoint ``step`` into ``state`` in place (collective).
@@ -308,21 +209,21 @@ class CheckpointManager:
                 key of ``state`` is missing from the checkpoint).
         """
         self._wait_quietly()
-        directory = layout.step_dir(self.root, step)
-        if layout.read_commit_record(directory) is None:
+        directory = ckpt_dirs.step_dir(self.root, step)
+        if ckpt_dirs.read_commit_record(directory) is None:
             raise CheckpointError(f"{directory} is not a committed checkpoint; it is never loaded")
         import torch.distributed.checkpoint as dcp
 
         try:
             dcp.load(state, storage_reader=dcp.FileSystemReader(directory),
                      no_dist=not hdist.is_distributed())
-        except _dcp_errors() as exc:
+        except dcp_errors() as exc:
             raise CheckpointError(f"loading the checkpoint {directory} failed: {exc}") from exc
 
     # ---- internals
 
     def _remove_partial(self) -> list[Path]:
-        return layout.remove_partial(self.root)
+        return ckpt_dirs.remove_partial(self.root)
 
     def _emit(self, event: str, step: int) -> None:
         if self.on_event is not None:
@@ -336,19 +237,6 @@ class CheckpointManager:
 
         return {k: v.state_dict() if isinstance(v, Stateful) else v for k, v in state.items()}
 
-    def _stage(self, flat: dict[str, Any]) -> Any:
-        """Copy ``flat`` into this manager's CPU buffers (allocated on the first save)."""
-        import torch
-        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-
-        if self._stager is None:
-            pin = torch.cuda.is_available()  # pinned host memory speeds device-to-host copies
-            self._stager = DefaultStager(StagingOptions(
-                use_pinned_memory=pin, use_shared_memory=False, use_async_staging=False,
-                use_non_blocking_copy=False,
-            ))
-        return self._stager.stage(flat)
-
     def _write_and_commit(self, state: Any, step: int) -> float:
         """Write with DCP, then commit on rank 0; every rank returns or raises the same outcome.
 
@@ -359,13 +247,13 @@ class CheckpointManager:
         """
         import torch.distributed.checkpoint as dcp
 
-        tmp = layout.tmp_dir(self.root, step)
+        tmp = ckpt_dirs.tmp_dir(self.root, step)
         try:
             self._emit("write_start", step)
             try:
                 dcp.save(state, storage_writer=_observed_writer(tmp, self._emit, step),
                          process_group=self._coord_group(), no_dist=not hdist.is_distributed())
-            except _dcp_errors() as exc:  # DCP gathers every rank's failure, raises on all
+            except dcp_errors() as exc:  # DCP gathers every rank's failure, raises on all
                 raise CheckpointError(
                     f"writing the checkpoint of step {step} to {tmp} failed: {exc}"
                 ) from exc
@@ -380,14 +268,14 @@ class CheckpointManager:
         return time.monotonic()
 
     def _commit(self, step: int) -> None:
-        layout.check_committable(self.root, step)
+        ckpt_dirs.check_committable(self.root, step)
         world_size = hdist.get_world_size()
-        layout.write_commit_record(layout.tmp_dir(self.root, step), step, world_size,
+        ckpt_dirs.write_commit_record(ckpt_dirs.tmp_dir(self.root, step), step, world_size,
                                    self.extra_record)
         self._emit("record_written", step)
-        layout.publish(self.root, step)
+        ckpt_dirs.publish(self.root, step)
         self._emit("renamed", step)
-        layout.prune(self.root, self.keep)
+        ckpt_dirs.prune(self.root, self.keep)
 
     def _coord_group(self) -> Any:
         """The gloo group for checkpoint collectives, made on first use (collective), or
@@ -426,14 +314,6 @@ class CheckpointManager:
         if error is not None:
             raise CheckpointError(error)
         return result
-
-
-def _dcp_errors() -> tuple[type[BaseException], ...]:
-    """What a DCP call raises: its ``CheckpointException`` (a ``BaseException``, so
-    ``except Exception`` misses it; torch/distributed/checkpoint/api.py) or any ``Exception``."""
-    from torch.distributed.checkpoint.api import CheckpointException
-
-    return (Exception, CheckpointException)
 
 
 def _observed_writer(path: Path, emit: EventHook, step: int) -> Any:

@@ -1,4 +1,5 @@
-"""The commit record and the checkpoint directory layout: complete or ignored (DESIGN.md §3).
+"""The commit record and the checkpoint directory layout: complete or ignored
+(docs/architecture.md, "Checkpoints").
 
 Layout under the checkpoint root (docs/protocol.md, "Run directory")::
 
@@ -6,9 +7,9 @@ Layout under the checkpoint root (docs/protocol.md, "Run directory")::
     step_<N>/       committed: holds hpcflow-commit.json, written after every rank finished
 
 A directory counts as committed only if its record parses, names the same step, lists DCP's
-``.metadata`` file (DCP writes it last, after every rank's shards: DESIGN.md §3) and every file it
-lists is present with the listed size. Everything here is plain file-system work (no torch), so it
-is tested on a temporary directory.
+``.metadata`` file (DCP writes it last, after every rank's shards: docs/architecture.md,
+"Checkpoints") and every file it lists is present with the listed size. Everything here is plain
+file-system work (no torch), so it is tested on a temporary directory.
 
 Committing is two steps, :func:`write_commit_record` then :func:`publish` (the rename); a crash
 between them leaves a ``.tmp`` directory, which is never loaded.
@@ -25,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hpcflow.fsutil import fsync_dir, write_json_atomic
 
 COMMIT_NAME = "hpcflow-commit.json"
 #: The file DCP's ``FileSystemWriter.finish`` writes on the coordinator after every rank's shards
@@ -110,30 +113,8 @@ def write_commit_record(
         "files": list_files(directory),
         "extra": extra or {},
     }
-    write_json_durably(directory / COMMIT_NAME, record)
+    write_json_atomic(directory / COMMIT_NAME, record, sort_keys=True)
     return record
-
-
-def write_json_durably(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` as JSON to ``path`` by temp file + fsync + rename + fsync of the parent,
-    so a reader sees either no file or the whole file (POSIX ``rename(2)``)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory so a rename or create inside it survives a crash (Linux semantics)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_commit_record(directory: Path) -> dict[str, Any] | None:
@@ -192,7 +173,7 @@ def scan(root: Path) -> CheckpointScan:
 
 def fresh_tmp_dir(root: Path, step: int) -> Path:
     """Make an empty ``step_<step>.tmp/`` for a new save, replacing what a failed save of this
-    step left (DCP would write into an existing directory: DESIGN.md §3).
+    step left (DCP would write into an existing directory: docs/architecture.md, "Checkpoints").
 
     Returns:
         The new directory.

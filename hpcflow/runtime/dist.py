@@ -1,6 +1,6 @@
 """Start and stop ``torch.distributed`` from a :class:`~hpcflow.runtime.env.DistEnv`.
 
-Backend: NCCL when CUDA is available, gloo otherwise (DESIGN.md §4). Rendezvous is ``env://``:
+Backend: NCCL when CUDA is available, gloo otherwise (docs/architecture.md, "3D layout"). Rendezvous is ``env://``:
 ``MASTER_ADDR`` and ``MASTER_PORT`` are exported from the :class:`DistEnv` before
 ``init_process_group`` reads them (torch.distributed docs, "Environment variable initialization").
 """

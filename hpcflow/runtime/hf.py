@@ -81,10 +81,10 @@ class HpcflowCallback(TrainerCallback):
         folder = Path(args.output_dir) / f"checkpoint-{step}"
         hdist.barrier()  # every process has written its part (rank 0 the model, each its RNG)
         if self.run.env.is_rank0:
-            from hpcflow.runtime.commit import write_json_durably
+            from hpcflow.fsutil import write_json_atomic
 
-            write_json_durably(folder / COMMIT_MARKER,  # temp file, fsync, rename, fsync dir
-                               {"step": step, "world_size": self.run.env.world_size})
+            write_json_atomic(folder / COMMIT_MARKER,  # temp file, fsync, rename, fsync dir
+                              {"step": step, "world_size": self.run.env.world_size}, sort_keys=True)
             _prune(Path(args.output_dir), self.run.config.checkpoint_keep)
         hdist.barrier()
         started = self._save_started or time.monotonic()

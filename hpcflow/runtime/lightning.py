@@ -103,7 +103,7 @@ class HpcflowCallback(Callback):
         trainer.save_checkpoint(str(tmp))  # every rank calls it; rank 0 writes under DDP
         hdist.barrier()
         if self.run.env.is_rank0:
-            from hpcflow.runtime.commit import fsync_dir
+            from hpcflow.fsutil import fsync_dir
 
             with open(tmp, "rb") as handle:
                 os.fsync(handle.fileno())

@@ -1,11 +1,12 @@
 """The parallel layout: degrees checked against the job, and the device mesh built once.
 
-World = pp x dp x tp (DESIGN.md §4). Ranks are laid out with tp innermost and pp outermost, the
-order of torchtitan's mesh (pp, dp_replicate, dp_shard, cp, tp) and of Megatron's default
-tp-cp-ep-dp-pp: the tp ranks of a group are adjacent, so with srun's block distribution (ranks
-0..n-1 on the first node) a tp group stays inside one node as long as tp divides the ranks per
-node. tp traffic (two all-reduces per block, forward and backward) then never crosses the network;
-pp (point-to-point activations) and dp (one gradient reduce-scatter per step) do.
+World = pp x dp x tp (docs/architecture.md, "3D layout"). Ranks are laid out with tp innermost
+and pp outermost, the order of torchtitan's mesh (pp, dp_replicate, dp_shard, cp, tp) and of
+Megatron's default tp-cp-ep-dp-pp: the tp ranks of a group are adjacent, so with srun's block
+distribution (ranks 0..n-1 on the first node) a tp group stays inside one node as long as tp
+divides the ranks per node. tp traffic (two all-reduces per block, forward and backward) then
+never crosses the network; pp (point-to-point activations) and dp (one gradient reduce-scatter per
+step) do.
 
 Only the degrees live here; the dimension names and their order are data (:data:`MESH_DIMS`), so
 a context- or expert-parallel dimension is one more entry, not a rewrite. Validation is pure (no
@@ -143,7 +144,8 @@ class ParallelDims:
         for name in MESH_DIMS:
             sub = mesh[name]
             if sub.size() != getattr(self, name):
-                raise RuntimeError(f"sub-mesh {name!r} has {sub.size()} ranks, expected {name}")
+                raise RuntimeError(f"sub-mesh {name!r} has {sub.size()} ranks, expected "
+                                   f"{getattr(self, name)}")
             self._sub[name] = sub
         self._mesh = mesh
         return mesh

@@ -2,8 +2,9 @@
 
 Each rank has its own streams (dropout masks differ per rank), so the state is per rank: the torch
 CPU generator, the CUDA generator of each visible device when CUDA is present, Python's ``random``
-and numpy's global ``RandomState``. torchtitan saves no RNG state (DESIGN.md §3); without it a
-resumed run with dropout drifts from the uninterrupted one.
+and numpy's global ``RandomState``. torchtitan saves no RNG state
+(docs/architecture.md, "Checkpoints"); without it a resumed run with dropout drifts from the
+uninterrupted one.
 """
 
 from __future__ import annotations

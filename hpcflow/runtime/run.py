@@ -354,12 +354,12 @@ class Run:
         Raises:
             Preempted: always.
         """
-        from hpcflow.runtime.commit import write_json_durably
+        from hpcflow.fsutil import write_json_atomic
 
         committed = self.config.preempt_committed
         if self.env.is_rank0 and committed is not None:
             committed.parent.mkdir(parents=True, exist_ok=True)
-            write_json_durably(committed, {"step": step, "time": time.time()})
+            write_json_atomic(committed, {"step": step, "time": time.time()}, sort_keys=True)
         emit(self.env, TAG_PREEMPTED, {"step": step})
         hdist.barrier()
         raise Preempted(step)

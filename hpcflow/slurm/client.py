@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from hpcflow.command import Runner, run_command
+from hpcflow.command import evidence as _evidence
 from hpcflow.errors import HpcflowError, SlurmQueryError, SubmitError
 from hpcflow.slurm.parse import (
     SACCT_FIELDS,
@@ -26,8 +28,6 @@ from hpcflow.slurm.parse import (
     pick_job_record,
 )
 
-Runner = Callable[..., "subprocess.CompletedProcess[str]"]
-
 #: Messages of a controller that is busy or restarting (Slurm's error table,
 #: ``slurm_strerror``): worth a retry.
 TRANSIENT_RE = re.compile(
@@ -39,31 +39,6 @@ TRANSIENT_RE = re.compile(
 NOT_SENT_RE = re.compile(r"Unable to contact slurm controller \(connect failure\)", re.IGNORECASE)
 INVALID_JOB_RE = re.compile(r"Invalid job id specified", re.IGNORECASE)
 NO_ACCOUNTING_RE = re.compile(r"accounting storage is disabled", re.IGNORECASE)
-_TAIL_LINES = 10
-
-
-def run_command(
-    argv: Sequence[str], *, input: str | None = None, timeout_s: float = 60.0
-) -> subprocess.CompletedProcess[str]:
-    """Run a command without a shell and capture its text output. Never raises on exit status.
-
-    Args:
-        argv: the command and its arguments.
-        input: text fed to its stdin.
-        timeout_s: seconds before it is killed.
-
-    Raises:
-        FileNotFoundError: the program is not installed.
-        subprocess.TimeoutExpired: it ran longer than ``timeout_s``.
-    """
-    return subprocess.run(
-        list(argv), input=input, capture_output=True, text=True, timeout=timeout_s, check=False
-    )
-
-
-def _evidence(argv: Sequence[str], result: subprocess.CompletedProcess[str]) -> str:
-    tail = "\n".join((result.stderr or result.stdout or "").strip().splitlines()[-_TAIL_LINES:])
-    return f"(exit {result.returncode}): {' '.join(argv)}" + (f"\n{tail}" if tail else "")
 
 
 class SlurmClient:

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from pathlib import Path, PurePath
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BeforeValidator,
     Field,
@@ -57,7 +56,9 @@ from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's pub
 )
 from hpcflow.spec.loading import (
     apply_overrides,
-    parse_yaml_bounded,
+    keep_literal_scalars,
+    keep_override_text,
+    parse_yaml_nodes,
     read_spec_text,
     source_name,
     validate_model,
@@ -332,8 +333,8 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
     p = Path(path)
     text = read_spec_text(p)
     source = source_name(p)
-    data = yaml_mapping(parse_yaml_bounded(text, source), source)
-    data = _literal_scalars(data, text)
+    value, root = parse_yaml_nodes(text, source)
+    data = keep_literal_scalars(yaml_mapping(value, source), root)
     base = p.absolute().parent
     run_dir = data.get("run_dir")
     if isinstance(run_dir, str) and run_dir and not _CONTROL_RE.search(run_dir):
@@ -354,58 +355,5 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
             if isinstance(workdir, str) and workdir and not _CONTROL_RE.search(workdir):
                 data["program"]["workdir"] = os.path.abspath(os.path.expanduser(workdir))
         elif key == "time_limit" or key.startswith("env."):
-            _keep_override_text(data, key.split("."), raw.strip())
+            keep_override_text(data, key.split("."), raw.strip())
     return validate_model(JobSpec, data, source)
-
-
-_NUMERIC_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
-
-
-def _literal_scalars(data: dict[str, Any], text: str) -> dict[str, Any]:
-    """Put back the written text of unquoted scalars YAML turned into numbers or booleans."""
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:  # pragma: no cover - parse_yaml_bounded already parsed it
-        return data
-    if not isinstance(root, yaml.MappingNode):
-        return data
-
-    def raw(node: Any) -> str | None:
-        return node.value if isinstance(node, yaml.ScalarNode) and node.tag in _NUMERIC_TAGS else None
-
-    def children(node: Any) -> dict[str, Any]:
-        if not isinstance(node, yaml.MappingNode):
-            return {}
-        return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
-
-    top = children(root)
-    if "time_limit" in top and (value := raw(top["time_limit"])) is not None:
-        data["time_limit"] = value
-    env = data.get("env")
-    if isinstance(env, dict):
-        for name, node in children(top.get("env")).items():
-            if name in env and (value := raw(node)) is not None:
-                env[name] = value
-    program = data.get("program")
-    if isinstance(program, dict):
-        for key, node in children(top.get("program")).items():
-            items = program.get(key)
-            if (
-                key in ("args", "argv")
-                and isinstance(node, yaml.SequenceNode)
-                and isinstance(items, list)
-                and len(items) == len(node.value)
-            ):
-                for i, item_node in enumerate(node.value):
-                    if (value := raw(item_node)) is not None:
-                        items[i] = value
-    return data
-
-
-def _keep_override_text(data: dict[str, Any], parts: list[str], raw: str) -> None:
-    """After ``--set time_limit=1:30:00`` keep the text when YAML made it a number or bool."""
-    node: Any = data
-    for part in parts[:-1]:
-        node = node.get(part) if isinstance(node, dict) else None
-    if isinstance(node, dict) and isinstance(node.get(parts[-1]), int | float | bool):
-        node[parts[-1]] = raw

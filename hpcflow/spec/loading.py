@@ -1,4 +1,5 @@
-"""Shared spec plumbing: apply ``--set key=value`` overrides, and turn a pydantic
+"""Shared spec plumbing: apply ``--set key=value`` overrides, keep the written text of scalars
+YAML would turn into numbers, and turn a pydantic
 ``ValidationError`` into a :class:`~hpcflow.errors.SpecError` whose lines each name the field
 path, the value and what is allowed. Reading YAML within bounds lives in
 :mod:`hpcflow.spec.yamlread` and is re-exported here (``load_yaml_bounded``,
@@ -13,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ValidationError
 
 from hpcflow.errors import SpecError
@@ -25,6 +27,7 @@ from hpcflow.spec.yamlread import (  # noqa: F401 - re-exported: the spec loader
     load_yaml_bounded,
     load_yaml_mapping,
     parse_yaml_bounded,
+    parse_yaml_nodes,
     read_spec_text,
     yaml_mapping,
     yaml_node_end,
@@ -176,3 +179,57 @@ def validate_model(model: type[BaseModel], data: Mapping[str, Any], source: str)
     except ValidationError as exc:
         raise spec_error(exc, source) from None
 
+
+_NUMERIC_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
+
+
+def keep_literal_scalars(data: dict[str, Any], root: yaml.Node | None) -> dict[str, Any]:
+    """Put back the written text of unquoted scalars YAML turned into numbers or booleans, for
+    ``time_limit``, ``env`` values and ``program.args``/``argv`` items of a job spec.
+
+    ``time_limit: 1:30:00`` is the base-60 int 5400 in YAML 1.1 and ``env: {MODE: 0755}`` an
+    octal int; ``root`` is the node tree :func:`parse_yaml_nodes` composed ``data`` from, so the
+    file is parsed once.
+    """
+    if not isinstance(root, yaml.MappingNode):
+        return data
+
+    def raw(node: Any) -> str | None:
+        return node.value if isinstance(node, yaml.ScalarNode) and node.tag in _NUMERIC_TAGS else None
+
+    def children(node: Any) -> dict[str, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            return {}
+        return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+
+    top = children(root)
+    if "time_limit" in top and (value := raw(top["time_limit"])) is not None:
+        data["time_limit"] = value
+    env = data.get("env")
+    if isinstance(env, dict):
+        for name, node in children(top.get("env")).items():
+            if name in env and (value := raw(node)) is not None:
+                env[name] = value
+    program = data.get("program")
+    if isinstance(program, dict):
+        for key, node in children(top.get("program")).items():
+            items = program.get(key)
+            if (
+                key in ("args", "argv")
+                and isinstance(node, yaml.SequenceNode)
+                and isinstance(items, list)
+                and len(items) == len(node.value)
+            ):
+                for i, item_node in enumerate(node.value):
+                    if (value := raw(item_node)) is not None:
+                        items[i] = value
+    return data
+
+
+def keep_override_text(data: dict[str, Any], parts: list[str], raw: str) -> None:
+    """After ``--set time_limit=1:30:00`` keep the text when YAML made it a number or bool."""
+    node: Any = data
+    for part in parts[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and isinstance(node.get(parts[-1]), int | float | bool):
+        node[parts[-1]] = raw

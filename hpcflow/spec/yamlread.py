@@ -56,6 +56,17 @@ def read_spec_text(path: str | Path, *, max_bytes: int = MAX_SPEC_BYTES) -> str:
 
 def parse_yaml_bounded(text: str, source: str, *, max_nodes: int = MAX_SPEC_NODES,
                        max_depth: int = MAX_SPEC_DEPTH) -> Any:
+    """:func:`parse_yaml_nodes` without the node tree: the loaded value (None for an empty
+    document).
+
+    Raises:
+        SpecError: see :func:`parse_yaml_nodes`.
+    """
+    return parse_yaml_nodes(text, source, max_nodes=max_nodes, max_depth=max_depth)[0]
+
+
+def parse_yaml_nodes(text: str, source: str, *, max_nodes: int = MAX_SPEC_NODES,
+                     max_depth: int = MAX_SPEC_DEPTH) -> tuple[Any, yaml.Node | None]:
     """Parse one YAML document with bounds on what it may expand to.
 
     Refused, each with a :class:`SpecError` that names ``source``: a YAML syntax error (with line
@@ -67,16 +78,21 @@ def parse_yaml_bounded(text: str, source: str, *, max_nodes: int = MAX_SPEC_NODE
     wants a number reports a wrong type instead of crashing.
 
     Returns:
-        The loaded value (None for an empty document).
+        The loaded value (None for an empty document) and the composed node tree it was built
+        from (None for an empty document): how each scalar was written, for a caller that wants
+        the text rather than what YAML 1.1 made of it.
+
+    Raises:
+        SpecError: any of the refusals above.
     """
     loader = None
     try:
         loader = _BoundedLoader(text, max_depth)  # its reader refuses control characters at once
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, None
         _check_expansion(node, source, max_nodes, max_depth)
-        return loader.construct_document(node)
+        return loader.construct_document(node), node
     except _DuplicateKey as exc:
         raise SpecError(f"{source}: {exc}") from None
     except _TooDeep as exc:

@@ -1,17 +1,13 @@
-"""Real gloo ranks for the checkpoint tests: a fork server, its client, and the rank programs.
+"""Real gloo ranks for the checkpoint tests: the client and the rank programs.
 
-Run as a script, this module is a fork server: it imports torch once, then forks one child per
-rank for each ``start`` request, so a trial costs no torch import. Each child joins a gloo
-process group on 127.0.0.1, runs one of the rank programs below and exits with its code.
-``wait`` with ``kill_on_bad_exit`` SIGKILLs the other ranks as soon as one rank ends with a
-non-zero status or a signal, as ``srun --kill-on-bad-exit=1`` does (srun(1)).
+:class:`Ranks` runs a rank program on ``world`` children of the fork server (fork_server.py, one
+torch import for every trial); each child joins a gloo process group on 127.0.0.1
+(:func:`run_rank`), runs the program and exits with its code. ``kill_on_bad_exit`` SIGKILLs the
+other ranks as soon as one rank ends with a non-zero status or a signal, as
+``srun --kill-on-bad-exit=1`` does (srun(1)).
 
 A rank program is ``"<module>:<function>"`` (a module beside this file), called as
 ``function(rank, world, params)`` after the process group is up; it returns the exit code.
-
-Protocol (one JSON object per line): ``{"cmd": "start", "program": "<module>:<function>",
-"world": W, "port": P, "params": {...}, "logs": [path per rank]}`` → ``{"pids": [...]}``;
-``{"cmd": "wait", "kill_on_bad_exit": bool}`` → ``{"returncodes": [...]}``; ``{"cmd": "quit"}``.
 
 The rank programs record what happens, in order, as JSON lines in ``<work>/events-<rank>.jsonl``
 (flushed line by line, so the record survives a SIGKILL), and their findings in
@@ -23,16 +19,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import select
 import signal
 import socket
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-SERVER = Path(__file__)
+from fork_server import ForkServer, kill_all
+
 GATE_TIMEOUT_S = 120.0  # guard against a hung test, never an expectation
 
 
@@ -47,59 +41,34 @@ def free_port() -> int:
 
 
 class Ranks:
-    """Client of the fork server in this module."""
+    """Runs rank programs on children of the fork server."""
 
     def __init__(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
         env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, str(SERVER)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env, text=True)
-        self._read(180.0)
-
-    def _read(self, timeout_s: float) -> dict:
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        if not ready:
-            raise TimeoutError(f"the fork server gave no answer within {timeout_s} s")
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the fork server ended (rc={self.proc.poll()})")
-        return json.loads(line)
+        self.server = ForkServer(env, ready_timeout_s=180.0)
 
     def run(self, program: str, work: Path, params: dict[str, Any], *, world: int = 2,
             kill_on_bad_exit: bool = False, timeout_s: float = 120.0) -> list[int]:
         """Run ``program`` on ``world`` ranks to the end; returns their exit codes
         (negative: killed by that signal)."""
         work.mkdir(parents=True, exist_ok=True)
-        logs = [str(work / f"rank{r}.log") for r in range(world)]
-        request = {"cmd": "start", "program": program, "world": world, "port": free_port(),
-                   "params": {**params, "work": str(work)}, "logs": logs}
+        port = free_port()
+        params = {**params, "work": str(work)}
+        children = [{"args": [program, rank, world, port, params], "env": None,
+                     "log": str(work / f"rank{rank}.log")} for rank in range(world)]
         print(f"$ {program} x{world} {json.dumps(params, sort_keys=True)} (logs in {work})")
-        self._send(request)
-        pids = self._read(30.0)["pids"]
-        self._send({"cmd": "wait", "kill_on_bad_exit": kill_on_bad_exit})
+        pids = self.server.start("ckpt_ranks:run_rank", children)
+        self.server.request_wait(kill_on_bad_exit)
         try:
-            return self._read(timeout_s)["returncodes"]
+            return self.server.read(timeout_s)["returncodes"]
         except TimeoutError:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self._read(30.0)
+            kill_all(pids)
+            self.server.read(30.0)
             raise AssertionError(f"{program} ran past {timeout_s} s\n{dump(work)}") from None
 
-    def _send(self, request: dict) -> None:
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self._send({"cmd": "quit"})
-                self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+        self.server.close()
 
 
 def events(work: Path, rank: int) -> list[tuple[str, int]]:
@@ -155,87 +124,15 @@ class Recorder:
                 raise RuntimeError(f"the gate at {event} of step {step} was never opened")
 
 
-# ---- server
+def run_rank(program: str, rank: int, world: int, port: int, params: dict[str, Any]) -> int:
+    """In a forked child: join the gloo group on 127.0.0.1:``port``, run ``program``, leave."""
+    from datetime import timedelta
 
+    import torch.distributed as dist
 
-def preload() -> None:
-    import numpy  # noqa: F401
-    import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401 - fully_shard imports it on first use
-    import torch.distributed.checkpoint  # noqa: F401
-    import torch.distributed.checkpoint.staging  # noqa: F401
-    import torch.distributed.checkpoint.state_dict  # noqa: F401
-    import torch.distributed.fsdp  # noqa: F401
-    import torch.distributed.tensor  # noqa: F401
-
-    import hpcflow.runtime.checkpoint  # noqa: F401
-
-
-def run_child(request: dict, rank: int) -> None:
-    code = 1
-    try:
-        fd = os.open(request["logs"][rank], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-        from datetime import timedelta
-
-        import torch.distributed as dist
-
-        world = request["world"]
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{request['port']}",
-                                rank=rank, world_size=world, timeout=timedelta(seconds=60))
-        module, _, name = request["program"].partition(":")
-        code = getattr(importlib.import_module(module), name)(rank, world, request["params"])
-        dist.destroy_process_group()
-    except BaseException:  # noqa: BLE001 - report anything, never return into the server
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def wait_all(pids: list[int], kill_on_bad_exit: bool) -> list[int]:
-    codes: dict[int, int] = {}
-    while len(codes) < len(pids):
-        pid, status = os.waitpid(-1, 0)
-        if pid not in pids:
-            continue
-        codes[pid] = os.waitstatus_to_exitcode(status)
-        if kill_on_bad_exit and codes[pid] != 0:
-            for other in pids:
-                if other not in codes:
-                    try:
-                        os.kill(other, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-    return [codes[pid] for pid in pids]
-
-
-def main() -> None:
-    sys.path.insert(0, str(SERVER.parent))
-    preload()
-    print(json.dumps({"ready": True}), flush=True)
-    pids: list[int] = []
-    for line in sys.stdin:
-        request = json.loads(line)
-        if request["cmd"] == "start":
-            pids = []
-            for rank in range(request["world"]):
-                pid = os.fork()
-                if pid == 0:
-                    run_child(request, rank)
-                pids.append(pid)
-            print(json.dumps({"pids": pids}), flush=True)
-        elif request["cmd"] == "wait":
-            print(json.dumps({"returncodes": wait_all(pids, request["kill_on_bad_exit"])}),
-                  flush=True)
-        elif request["cmd"] == "quit":
-            break
-
-
-if __name__ == "__main__":
-    main()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=timedelta(seconds=60))
+    module, _, name = program.partition(":")
+    code = getattr(importlib.import_module(module), name)(rank, world, params)
+    dist.destroy_process_group()
+    return code

@@ -3,9 +3,10 @@
 Each rank gets the ``SLURM_*`` variables srun would set (srun(1), "OUTPUT ENVIRONMENT
 VARIABLES"). The two "nodes" are 127.0.0.1 and 127.0.0.2, both loopback on Linux, so the
 rendezvous host (first host of the node list) resolves without /etc/hosts. The job id is chosen so
-the port the runtime derives from it is free. Ranks are forked by ``fork_srun.py`` (one torch
-import for all of them); ``python -m hpcflow.examples.train`` itself is run by the tests that do
-not need several ranks.
+the port the runtime derives from it is free. Ranks are forked by ``fork_server.py`` (one torch
+import for all of them), each running ``hpcflow.examples.train.main`` (what ``python -m
+hpcflow.examples.train`` runs); the program itself is run by the tests that do not need several
+ranks.
 """
 
 from __future__ import annotations
@@ -13,21 +14,19 @@ from __future__ import annotations
 import json
 import os
 import random
-import select
 import signal
 import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from fork_server import ForkServer
 
 from hpcflow.protocol import PORT_BASE, PORT_SPAN
 
 NODES = 2
 TASKS_PER_NODE = 2
 WORLD_SIZE = NODES * TASKS_PER_NODE
-FORK_SRUN = Path(__file__).with_name("fork_srun.py")
 
 
 def job_id_with_free_port() -> str:
@@ -136,31 +135,12 @@ class Step:
 
 
 class ForkSrun:
-    """Client of ``fork_srun.py``: starts steps of ``WORLD_SIZE`` ranks and waits for them."""
+    """Starts steps of ``WORLD_SIZE`` ranks of the training program on the fork server and waits
+    for them."""
 
     def __init__(self, ready_timeout_s: float = 120.0) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(FORK_SRUN)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=base_env(),
-            text=True,
-        )
-        self._read(ready_timeout_s)
+        self.server = ForkServer(base_env(), ready_timeout_s)
         self.step: Step | None = None
-
-    def _read(self, timeout_s: float) -> dict:
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        if not ready:
-            raise TimeoutError(f"fork_srun gave no answer within {timeout_s} s")
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"fork_srun ended (rc={self.proc.poll()})")
-        return json.loads(line)
-
-    def _send(self, request: dict) -> None:
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
 
     def start(
         self,
@@ -191,8 +171,9 @@ class ForkSrun:
                 slurm_env(rank, job_id, restart, extra_env or {}, nodes, tasks_per_node)
                 for rank in range(world)
             ]
-        self._send({"cmd": "start", "argv": argv, "env": envs, "logs": [str(p) for p in logs]})
-        pids = self._read(10.0)["pids"]
+        pids = self.server.start("hpcflow.examples.train:main", [
+            {"args": [argv], "env": env, "log": str(log)} for env, log in zip(envs, logs, strict=True)
+        ])
         print(f"$ python -m hpcflow.examples.train {' '.join(argv)}  x{len(envs)} "
               f"(job {job_id}, restart {restart}, pids {pids})")
         self.step = Step(pids, logs, ["python -m hpcflow.examples.train", *argv])
@@ -200,24 +181,18 @@ class ForkSrun:
 
     def wait(self, step: Step, timeout_s: float = 60.0) -> list[int]:
         """Exit codes of every rank; on timeout kill them all and fail with their logs."""
-        self._send({"cmd": "wait"})
+        self.server.request_wait()
         try:
-            step.returncodes = self._read(timeout_s)["returncodes"]
+            step.returncodes = self.server.read(timeout_s)["returncodes"]
         except TimeoutError:
             step.kill()
-            step.returncodes = self._read(10.0)["returncodes"]
+            step.returncodes = self.server.read(10.0)["returncodes"]
             raise AssertionError(f"step ran past {timeout_s} s\n{step.dump()}") from None
         return step.returncodes
 
     def close(self) -> None:
         """End the launcher (killing a step still running)."""
-        if self.proc.poll() is None:
-            try:
-                self._send({"cmd": "quit"})
-                self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+        self.server.close()
 
 
 def wait_for_line(step: Step, tag: str, predicate, timeout_s: float) -> dict:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from ckpt_ranks import Ranks, Recorder, dump, result
 
-from hpcflow.runtime import commit as layout
+from hpcflow.runtime import commit as ckpt_dirs
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(400)]
 
@@ -184,7 +184,7 @@ def test_kill_during_save_never_leaves_a_loadable_partial_checkpoint(ranks, tmp_
     codes = ranks.run(f"{PROGRAMS}:program_train", tmp_path, params, kill_on_bad_exit=True)
     victim = kill["kill_rank"]
     assert codes[victim] == -signal.SIGKILL, f"rc={codes}\n{dump(tmp_path)}"
-    before = layout.scan(tmp_path / "ckpt")
+    before = ckpt_dirs.scan(tmp_path / "ckpt")
     assert PREVIOUS in before.committed, dump(tmp_path)
     assert before.committed[-1] in allowed, f"{before}\n{dump(tmp_path)}"
 
@@ -196,7 +196,7 @@ def test_kill_during_save_never_leaves_a_loadable_partial_checkpoint(ranks, tmp_
         assert got["values_ok"] is True, found  # every value is the one of that step
         assert got["committed_after"][-1] == got["saved_next"], found
     assert sorted(found[0]["removed"]) == sorted(p.name for p in before.partial)
-    after = layout.scan(tmp_path / "ckpt")
+    after = ckpt_dirs.scan(tmp_path / "ckpt")
     assert after.partial == [] and not list((tmp_path / "ckpt").glob("*.tmp"))
 
 

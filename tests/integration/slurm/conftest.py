@@ -1,8 +1,9 @@
 """Fixtures for tests on the real local Slurm cluster (2 emulated nodes).
 
 The session fixture brings the cluster up with ``hpcflow.local_cluster.manager.up`` (idempotent:
-a running cluster is reused). Each test gets its own ``HPCFLOW_HOME`` and run directory; on
-failure the job's log and ledger are printed (pytest shows captured output of failed tests).
+a running cluster is reused); every test that uses it is marked ``slurm``. Each test gets its own
+``HPCFLOW_HOME`` and run directory; on failure the job's log and ledger are printed (pytest shows
+captured output of failed tests).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ def submit_job(local_cluster, hpcflow_home, tmp_path, request):  # noqa: ANN001,
         if request.node.rep_call.failed if hasattr(request.node, "rep_call") else True:
             job.dump()
         subprocess.run(["scancel", job.job_id], capture_output=True, check=False)
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001, ANN201
+    """A test of this folder that uses the local cluster is a real-cluster test: it gets the
+    ``slurm`` marker, so ``pytest -m "not slurm"`` leaves it out."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(item.path).resolve().parents and "local_cluster" in item.fixturenames:
+            item.add_marker(pytest.mark.slurm)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -111,8 +111,9 @@ def test_microbatch_count_is_checked_against_schedule_and_batch(schedule, pp, mi
         pytest.param("gpipe", 1, 4, 8, id="pp1-accumulation"),
     ],
 )
-def test_usable_microbatch_counts_pass(schedule, pp, micro, batch):
-    parallelize.check_microbatches(schedule, pp, micro, batch)
+def test_usable_microbatch_counts_are_accepted(schedule, pp, micro, batch):
+    # check_microbatches raises ValueError for a count it refuses and returns None otherwise.
+    assert parallelize.check_microbatches(schedule, pp, micro, batch) is None
 
 
 def test_tp_must_divide_heads_and_mlp():

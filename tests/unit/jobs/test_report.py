@@ -67,6 +67,14 @@ def test_wall_time_splits_into_the_categories_and_goodput_is_training_over_wall(
     assert [a.outcome for a in rep.attempts] == ["interrupted", "completed"]
 
 
+def test_goodput_holding_nodes_leaves_the_queue_out():
+    rep = build_report("9", submitted_at=T0, events=EVENTS, log_text=LOG, now_s=T0 + 999)
+    assert rep.totals["pending"] == 65.0
+    assert rep.goodput_holding_nodes() == pytest.approx(20.0 / (130.0 - 65.0))
+    nothing = build_report("9", submitted_at=T0, events=[], log_text="", now_s=T0 + 10)
+    assert nothing.goodput_holding_nodes() is None
+
+
 def test_a_running_job_counts_up_to_now():
     rep = build_report("9", submitted_at=T0, events=EVENTS[:3], log_text=LOG, now_s=T0 + 150)
     assert rep.wall_s == 150.0 and rep.attempts[-1].outcome == "running"

@@ -1,4 +1,5 @@
-"""Shared fixtures for the ParallelCluster tests: a minimal valid spec and an empty EC2 cache."""
+"""Shared fixtures for the ParallelCluster tests: a minimal valid spec (the empty EC2 cache is
+tests/unit/conftest.py's)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,3 @@ BASE_SPEC: dict[str, Any] = {
 def base_spec() -> dict[str, Any]:
     """A fresh copy of a small valid spec (one p5 queue)."""
     return copy.deepcopy(BASE_SPEC)
-
-
-@pytest.fixture(autouse=True)
-def _empty_instance_cache(tmp_path_factory, monkeypatch):
-    """Renders must not depend on a cache left on the machine."""
-    monkeypatch.setenv("HPCFLOW_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hpcflow.errors import CheckpointError
-from hpcflow.runtime import commit as layout
+from hpcflow.runtime import commit as ckpt_dirs
 from hpcflow.runtime.checkpoint import CheckpointManager, SaveResult
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
@@ -69,7 +69,7 @@ def test_async_save_returns_before_the_write_and_commits_after_it(tmp_path):
     assert path == tmp_path / "step_2"
     assert manager.in_flight == 2 and manager.writing
     assert manager.poll() is None
-    assert manager.committed_steps() == [] and layout.tmp_dir(tmp_path, 2).is_dir()
+    assert manager.committed_steps() == [] and ckpt_dirs.tmp_dir(tmp_path, 2).is_dir()
     rec.gate.set()
     result = manager.wait()
     assert isinstance(result, SaveResult)

@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_pcluster_verdicts import BASE, CASES
+from test_verdicts import BASE, CASES
 
 from hpcflow.cli.main import cli
 from hpcflow.errors import SpecError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcflow.runtime import commit as layout
+from hpcflow.runtime import commit as ckpt_dirs
 
 
 def fake_shards(directory: Path, files: dict[str, bytes] | None = None) -> Path:
@@ -20,16 +20,16 @@ def fake_shards(directory: Path, files: dict[str, bytes] | None = None) -> Path:
 
 
 def committed(root: Path, step: int) -> Path:
-    fake_shards(layout.tmp_dir(root, step))
-    return layout.commit(root, step, world_size=2)
+    fake_shards(ckpt_dirs.tmp_dir(root, step))
+    return ckpt_dirs.commit(root, step, world_size=2)
 
 
 def test_commit_renames_tmp_and_records_files_with_sizes(tmp_path):
-    fake_shards(layout.tmp_dir(tmp_path, 5))
-    final = layout.commit(tmp_path, 5, world_size=2, extra={"mesh": [1, 2, 1]})
+    fake_shards(ckpt_dirs.tmp_dir(tmp_path, 5))
+    final = ckpt_dirs.commit(tmp_path, 5, world_size=2, extra={"mesh": [1, 2, 1]})
     assert final == tmp_path / "step_5"
-    assert not layout.tmp_dir(tmp_path, 5).exists()
-    record = json.loads((final / layout.COMMIT_NAME).read_text())
+    assert not ckpt_dirs.tmp_dir(tmp_path, 5).exists()
+    record = json.loads((final / ckpt_dirs.COMMIT_NAME).read_text())
     assert record["step"] == 5 and record["world_size"] == 2
     assert record["extra"] == {"mesh": [1, 2, 1]}
     assert record["files"] == [
@@ -38,19 +38,19 @@ def test_commit_renames_tmp_and_records_files_with_sizes(tmp_path):
         {"path": "__1_0.distcp", "size_bytes": 7},
     ]
     assert "python" in record["versions"]
-    assert layout.read_commit_record(final) == record
+    assert ckpt_dirs.read_commit_record(final) == record
 
 
 def test_commit_never_overwrites_a_committed_step(tmp_path):
     committed(tmp_path, 3)
-    fake_shards(layout.tmp_dir(tmp_path, 3))
+    fake_shards(ckpt_dirs.tmp_dir(tmp_path, 3))
     with pytest.raises(FileExistsError, match="never overwritten"):
-        layout.commit(tmp_path, 3, world_size=1)
+        ckpt_dirs.commit(tmp_path, 3, world_size=1)
 
 
 def test_commit_without_tmp_dir_fails(tmp_path):
     with pytest.raises(FileNotFoundError, match="step_9.tmp"):
-        layout.commit(tmp_path, 9, world_size=1)
+        ckpt_dirs.commit(tmp_path, 9, world_size=1)
 
 
 def test_scan_ignores_tmp_and_recordless_dirs(tmp_path):
@@ -60,7 +60,7 @@ def test_scan_ignores_tmp_and_recordless_dirs(tmp_path):
     fake_shards(tmp_path / "step_30")  # renamed by someone else, no record
     (tmp_path / "notes.txt").write_text("left alone")
     (tmp_path / "step_x").mkdir()
-    result = layout.scan(tmp_path)
+    result = ckpt_dirs.scan(tmp_path)
     assert result.committed == [2, 10]
     assert result.partial == [tmp_path / "step_20.tmp", tmp_path / "step_30"]
 
@@ -70,16 +70,16 @@ def test_scan_ignores_tmp_and_recordless_dirs(tmp_path):
     [
         pytest.param(lambda d: (d / "__1_0.distcp").unlink(), id="shard-missing"),
         pytest.param(lambda d: (d / "__1_0.distcp").write_bytes(b"x"), id="shard-truncated"),
-        pytest.param(lambda d: (d / layout.COMMIT_NAME).write_text("{not json"),
+        pytest.param(lambda d: (d / ckpt_dirs.COMMIT_NAME).write_text("{not json"),
                      id="record-garbled"),
         pytest.param(
-            lambda d: (d / layout.COMMIT_NAME).write_text(
-                (d / layout.COMMIT_NAME).read_text().replace('"step": 4', '"step": 5')),
+            lambda d: (d / ckpt_dirs.COMMIT_NAME).write_text(
+                (d / ckpt_dirs.COMMIT_NAME).read_text().replace('"step": 4', '"step": 5')),
             id="record-names-another-step",
         ),
         pytest.param(
-            lambda d: (d / layout.COMMIT_NAME).write_text(
-                (d / layout.COMMIT_NAME).read_text().replace("hpcflow-checkpoint/1", "v0")),
+            lambda d: (d / ckpt_dirs.COMMIT_NAME).write_text(
+                (d / ckpt_dirs.COMMIT_NAME).read_text().replace("hpcflow-checkpoint/1", "v0")),
             id="record-unknown-format",
         ),
     ],
@@ -87,8 +87,8 @@ def test_scan_ignores_tmp_and_recordless_dirs(tmp_path):
 def test_damaged_checkpoint_is_not_committed(tmp_path, damage):
     committed(tmp_path, 2)
     damage(committed(tmp_path, 4))
-    assert layout.read_commit_record(tmp_path / "step_4") is None
-    assert layout.scan(tmp_path).committed == [2]
+    assert ckpt_dirs.read_commit_record(tmp_path / "step_4") is None
+    assert ckpt_dirs.scan(tmp_path).committed == [2]
 
 
 def test_remove_partial_deletes_only_partial_dirs(tmp_path):
@@ -96,7 +96,7 @@ def test_remove_partial_deletes_only_partial_dirs(tmp_path):
     fake_shards(tmp_path / "step_2.tmp")
     fake_shards(tmp_path / "step_3")
     (tmp_path / "step_4.tmp").write_text("a file, not a dir")
-    removed = layout.remove_partial(tmp_path)
+    removed = ckpt_dirs.remove_partial(tmp_path)
     assert sorted(p.name for p in removed) == ["step_2.tmp", "step_3", "step_4.tmp"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_1"]
 
@@ -106,22 +106,15 @@ def test_prune_keeps_the_newest_k(tmp_path, keep):
     for step in (3, 6, 9, 12):
         committed(tmp_path, step)
     fake_shards(tmp_path / "step_15.tmp")
-    layout.prune(tmp_path, keep)
-    assert layout.scan(tmp_path).committed == [3, 6, 9, 12][-keep:]
+    ckpt_dirs.prune(tmp_path, keep)
+    assert ckpt_dirs.scan(tmp_path).committed == [3, 6, 9, 12][-keep:]
     assert (tmp_path / "step_15.tmp").exists(), "prune must not touch a save in progress"
 
 
 def test_prune_refuses_keep_zero(tmp_path):
     with pytest.raises(ValueError, match="keep=0"):
-        layout.prune(tmp_path, 0)
+        ckpt_dirs.prune(tmp_path, 0)
 
 
 def test_scan_of_missing_root_is_empty(tmp_path):
-    assert layout.scan(tmp_path / "nope") == layout.CheckpointScan([], [])
-
-
-def test_write_json_durably_leaves_no_temp_file(tmp_path):
-    target = tmp_path / "committed-7-0.json"
-    layout.write_json_durably(target, {"step": 7, "time": 1.5})
-    assert json.loads(target.read_text()) == {"step": 7, "time": 1.5}
-    assert [p.name for p in tmp_path.iterdir()] == ["committed-7-0.json"]
+    assert ckpt_dirs.scan(tmp_path / "nope") == ckpt_dirs.CheckpointScan([], [])

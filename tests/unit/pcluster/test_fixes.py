@@ -16,7 +16,8 @@ from hpcflow.aws.pricing import lookup_prices
 from hpcflow.cli.main import cli
 from hpcflow.errors import Ec2Error, SpecError
 from hpcflow.pcluster.render import check_spec
-from hpcflow.spec.cluster import ClusterSpec, load_cluster_spec, validate_cluster_spec
+from hpcflow.spec.cluster import ClusterSpec
+from hpcflow.spec.cluster_loading import load_cluster_spec, validate_cluster_spec
 
 
 def _run(*args: str):

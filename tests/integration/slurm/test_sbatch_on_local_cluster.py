@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
 from pathlib import Path
@@ -22,11 +21,7 @@ FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 
 
 @pytest.fixture(scope="module")
-def slurm() -> SlurmClient:
-    from hpcflow.local_cluster import manager
-    from hpcflow.local_cluster.config import LocalClusterConfig
-
-    manager.up(LocalClusterConfig(hostname=socket.gethostname()), log=print)
+def slurm(local_cluster) -> SlurmClient:  # noqa: ANN001 - the session's cluster, brought up once
     return SlurmClient()
 
 

@@ -123,11 +123,17 @@ def test_accounting_disabled_is_none() -> None:
     assert client(Replay("sacct_disabled")).accounting("32") is None
 
 
-def test_cancel_and_signal_the_batch_shell() -> None:
-    client(Replay("scancel_ok")).cancel("41")
-    client(Replay("scancel_signal_batch")).cancel("32", signal="USR1", batch_only=True)
+@pytest.mark.parametrize(("record", "job_id", "options"), [
+    pytest.param("scancel_ok", "41", {}, id="cancel"),
+    pytest.param("scancel_signal_batch", "32", {"signal": "USR1", "batch_only": True},
+                 id="signal-the-batch-shell"),
     # Slurm 22.05 says nothing and exits 0 for an unknown id (captured): nothing to raise on.
-    client(Replay("scancel_unknown")).cancel("99999")
+    pytest.param("scancel_unknown", "99999", {}, id="unknown-id"),
+])
+def test_cancel_runs_the_captured_scancel_once_and_accepts_its_answer(record, job_id, options):
+    runner = Replay(record)  # it also fails the test if the command differs from the capture
+    assert client(runner).cancel(job_id, **options) is None
+    assert runner.calls == [runner.records[0]["argv"]]
 
 
 # ---- errors and retries (message texts from Slurm's error table) ---------------------------

@@ -1,0 +1,49 @@
+"""The one command runner: real commands, text output, no exception on a failing status, and
+error evidence with the exit status, the command and the tail of stderr."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from hpcflow.command import TAIL_LINES, evidence, run_command
+from hpcflow.errors import LocalClusterError
+from hpcflow.local_cluster.system import run_checked
+
+
+def test_a_failing_command_is_returned_not_raised():
+    result = run_command(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "err\n")
+
+
+def test_input_and_environment_reach_the_command():
+    result = run_command(["sh", "-c", 'cat; printf "%s" "$X"'], input="in:", env={"X": "x"})
+    assert result.stdout == "in:x"
+
+
+def test_evidence_keeps_the_status_the_command_and_the_stderr_tail():
+    argv = ["sh", "-c", "for i in $(seq 1 30); do echo line$i >&2; done; exit 4"]
+    text = evidence(argv, run_command(argv))
+    first, *tail = text.splitlines()
+    assert first == f"(exit 4): {' '.join(argv)}"
+    assert tail == [f"line{i}" for i in range(31 - TAIL_LINES, 31)]
+
+
+def test_a_missing_program_and_a_timeout_raise():
+    with pytest.raises(FileNotFoundError):
+        run_command(["hpcflow-no-such-program"])
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_command(["sleep", "5"], timeout_s=0.2)
+
+
+@pytest.mark.parametrize(("argv", "timeout_s", "message"), [
+    pytest.param(["sh", "-c", "echo broke >&2; exit 2"], 10, r"sh failed \(exit 2\): sh -c .*\nbroke",
+                 id="status"),
+    pytest.param(["hpcflow-no-such-program"], 10, "hpcflow-no-such-program: command not found",
+                 id="missing"),
+    pytest.param(["sleep", "5"], 0.2, "sleep 5: no answer after 0 s", id="timeout"),
+])
+def test_run_checked_turns_each_failure_into_a_local_cluster_error(argv, timeout_s, message):
+    with pytest.raises(LocalClusterError, match=message):
+        run_checked(argv, timeout_s=timeout_s)

@@ -1,0 +1,47 @@
+"""Atomic writes: the whole new file or the old one, no temp file left, default permissions."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from hpcflow import fsutil
+
+
+def test_write_json_atomic_leaves_no_temp_file(tmp_path):
+    target = tmp_path / "committed-7-0.json"
+    fsutil.write_json_atomic(target, {"step": 7, "time": 1.5})
+    assert json.loads(target.read_text()) == {"step": 7, "time": 1.5}
+    assert [p.name for p in tmp_path.iterdir()] == ["committed-7-0.json"]
+
+
+def test_write_atomic_replaces_text_and_bytes(tmp_path):
+    target = tmp_path / "f.txt"
+    fsutil.write_atomic(target, "old\n")
+    fsutil.write_atomic(target, b"new\n")
+    assert target.read_bytes() == b"new\n"
+
+
+def test_new_file_gets_the_umask_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        fsutil.write_atomic(tmp_path / "f", "x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_failed_write_keeps_the_old_file_and_no_temp(tmp_path):
+    target = tmp_path / "f.json"
+    fsutil.write_atomic(target, "keep\n")
+    with pytest.raises(TypeError):
+        fsutil.write_json_atomic(target, {"bad": object()})
+    assert target.read_text() == "keep\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_a_missing_folder_is_an_oserror(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        fsutil.write_atomic(tmp_path / "no" / "f", "x")
