@@ -18,7 +18,7 @@ from hpcflow.cli.output import JsonCommand, check_job_id, emit_json, handles_err
 def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     """Goodput ledger of a job: pending, startup, training, checkpointing and lost time per
     attempt, the goodput (training / wall), and an SVG timeline."""
-    from hpcflow.jobs import records
+    from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.report import load_report
     from hpcflow.jobs.timeline import render_svg
 
@@ -26,8 +26,10 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     rec = records.find_job(job_id)
     svg_path = svg_path or Path(rec.run_dir if rec else ".") / f"report-{job_id}.svg"
     records.write_atomic(svg_path, render_svg(rep, signals))
+    mirror = mirror_report.summarise(records.job_events(rec.run_dir, job_id)) if rec else None
     if as_json:
-        emit_json({**rep.to_dict(), "svg": str(svg_path)})
+        emit_json({**rep.to_dict(), "svg": str(svg_path),
+                   "mirror": mirror.to_dict() if mirror else None})
         return
     rows = [(a.restart + 1, f"{a.pending_s:.0f}", f"{a.startup_s:.0f}", f"{a.training_s:.0f}",
              f"{a.checkpointing_s:.1f}", f"{a.lost_s:.1f}",
@@ -40,4 +42,6 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     print_table(f"job {job_id}: goodput {goodput} of {rep.wall_s:.0f} s wall",
                 ["attempt", "pending s", "startup s", "training s", "ckpt s", "lost s", "steps",
                  "outcome"], rows)
+    if mirror is not None:
+        click.echo(mirror.line())
     click.echo(f"timeline: {svg_path}")

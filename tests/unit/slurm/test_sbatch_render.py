@@ -59,6 +59,7 @@ SPECS = {
         program={"module": "pkg.train", "args": [HOSTILE]},
     ),
     "torchrun-argv": job(launcher="torchrun", program={"argv": ["/opt/bin/train.sh", "--x"]}),
+    "srun-s3-mirror": job(checkpoint={"keep": 2, "s3_uri": "s3://ckpt-bucket/runs/it's"}),
 }
 
 
