@@ -5,6 +5,8 @@ mirror from S3 into it (bit-exact). Exit 0 when it pulled one or had nothing to 
 or the file system failed (the batch script warns and starts the program anyway), 2 for bad
 arguments.
 
+``list``: the units under an S3 prefix, complete (with a record) or not. Exit 1 when S3 failed.
+
 ``watch``: mirror each newly committed checkpoint until TERM, then drain (see
 :mod:`hpcflow.mirror.watch`). Exit 0; 3 when the drain deadline abandoned an upload.
 
@@ -26,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m hpcflow.mirror",
                                      description="Mirror committed checkpoints to S3 and back.")
     sub = parser.add_subparsers(dest="command", required=True)
+    listing = sub.add_parser("list", help="the mirrors under an S3 prefix, complete or not",
+                             description="the mirrors under an S3 prefix, complete or not")
+    listing.add_argument("--s3-uri", required=True, help="s3://bucket/prefix")
     for name, text in (("watch", "mirror newly committed checkpoints until TERM"),
                        ("pull", "pull the newest complete mirror into an empty checkpoint folder")):
         p = sub.add_parser(name, help=text, description=text)
@@ -44,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--poll-s", type=float, default=2.0, help="seconds between scans [2]")
             p.add_argument("--drain-s", type=float, default=60.0,
                            help="seconds a drain may take after TERM before it is abandoned [60]")
-            p.add_argument("--nice", type=int, default=10,
-                           help="priority increment, so training keeps the CPU [10]")
+            p.add_argument("--nice", type=int, default=19,
+                           help="priority increment, so training keeps the CPU [19]")
     return parser
 
 
@@ -56,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"--s3-uri: {args.s3_uri!r}: {exc}", file=sys.stderr)
         return 2
+    if args.command == "list":
+        return _list(uri)
     bad = [f"{flag}: {value} (allowed: {rule})" for flag, value, ok, rule in (
         ("--concurrency", args.concurrency, 1 <= args.concurrency <= 64, "1 to 64"),
         ("--part-mib", args.part_mib, 5 <= args.part_mib <= 5120, "5 to 5120, S3's part sizes"),
@@ -80,6 +87,26 @@ def main(argv: list[str] | None = None) -> int:
     mirror = watch.Mirror(args.checkpoint_dir, uri, args.keep, client, ledger, settings)
     watch.log(f"watching {args.checkpoint_dir} -> {uri} (keep {args.keep})")
     return watch.run(mirror, poll_s=args.poll_s, drain_s=args.drain_s)
+
+
+def _list(uri) -> int:  # noqa: ANN001
+    """Print one line per unit: name, step, state, bytes, when mirrored (UTC)."""
+    from hpcflow.mirror import local, store, watch
+
+    try:
+        complete, incomplete = store.list_mirrors(store.make_client(), uri)
+    except store.errors() as exc:
+        print(f"cannot list {uri}: {watch.describe(exc)}", file=sys.stderr)
+        return 1
+    rows = [(m.step, m.name, "complete", str(m.total_bytes),
+             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(m.record.get("mirrored_at", 0))))
+            for m in complete]
+    rows += [(local.unit_name_step(name)[1], name, "incomplete", "-", "-")  # type: ignore[index]
+             for name in incomplete]
+    print("unit\tstate\tbytes\tmirrored_at")
+    for row in sorted(rows):
+        print("\t".join(row[1:]))
+    return 0
 
 
 def _pull(client, uri, root: Path, settings, ledger) -> int:  # noqa: ANN001

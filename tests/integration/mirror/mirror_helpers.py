@@ -46,4 +46,8 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def child_env(moto_url: str) -> dict[str, str]:
-    return {**os.environ, **s3_env(moto_url)}
+    """This environment plus :func:`s3_env`, with the hpcflow under test importable from any
+    working folder."""
+    repo = str(Path(__file__).resolve().parents[3])
+    path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, **s3_env(moto_url), "PYTHONPATH": path}
