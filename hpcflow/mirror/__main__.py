@@ -61,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"--s3-uri: {args.s3_uri!r}: {exc}", file=sys.stderr)
         return 2
+    try:
+        import boto3  # noqa: F401 - the mirror's one heavy dependency
+    except ImportError:
+        print("checkpoint.s3_uri needs boto3 beside hpcflow: pip install 'hpcflow[aws]'",
+              file=sys.stderr)
+        return 1
     if args.command == "list":
         return _list(uri)
     bad = [f"{flag}: {value} (allowed: {rule})" for flag, value, ok, rule in (

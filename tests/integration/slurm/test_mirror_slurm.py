@@ -81,3 +81,30 @@ def test_a_job_mirrors_to_s3_and_a_new_job_resumes_from_it(submit_job, moto_url,
     assert mirror["mirrored"] == len(done) and mirror["last_step"] == 10
     assert mirror["bytes"] == sum(e["bytes"] for e in done) and mirror["failed"] == 0
     assert mirror["last_lag_s"] == done[-1]["lag_s"]
+
+
+def test_a_bucket_that_refuses_writes_leaves_training_alone(submit_job, moto_url, monkeypatch):
+    for name, value in {"AWS_ENDPOINT_URL_S3": moto_url, "AWS_ACCESS_KEY_ID": "testing",
+                        "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+    client = store.make_client()
+    client.create_bucket(Bucket="mirror-refuses")
+    client.put_bucket_policy(Bucket="mirror-refuses", Policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [{
+            "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
+            "Resource": "arn:aws:s3:::mirror-refuses/*"}]}))
+    job = submit_job(spec(10, "s3://mirror-refuses/runs/tiny"))
+    end = job.wait_finished(300)
+    log = job.log()
+    assert end.state == "COMPLETED" and end.exit_code == 0, log
+    assert tagged(log, "hpcflow-done")[-1]["step"] == 10
+    assert "WARNING: mirroring step_" in log and "training goes on" in log
+    assert "testing" not in log  # no credential in the job log
+    failed = [e for e in job.events() if e["event"] == "mirror_failed"]
+    assert failed and all(e["error"].startswith("403") for e in failed)
+    assert not [e for e in job.events() if e["event"] == "mirror_done"]
+    assert layout.scan(job.run_dir / "checkpoints").committed[-1] == 10
+    proc = subprocess.run([PY, "-m", "hpcflow", "report", job.job_id],
+                          capture_output=True, text=True, check=True)
+    assert f"S3 mirror: 0 checkpoint(s), 0.0 MiB; {len(failed)} failed" in proc.stdout
