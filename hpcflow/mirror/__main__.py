@@ -7,7 +7,7 @@ arguments.
 
 ``list``: the units under an S3 prefix, complete (with a record) or not. Exit 1 when S3 failed.
 
-``watch``: mirror each newly committed checkpoint until TERM, then drain (see
+``watch``: mirror each newly committed checkpoint until the stop file appears or TERM, then drain (see
 :mod:`hpcflow.mirror.watch`). Exit 0; 3 when the drain deadline abandoned an upload.
 
 Credentials come only from boto3's standard chain; nothing here reads or prints a key.
@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--keep", type=int, required=True,
                            help="complete mirrors kept on S3 (checkpoint.keep)")
             p.add_argument("--poll-s", type=float, default=2.0, help="seconds between scans [2]")
+            p.add_argument("--stop-file", type=Path,
+                           help="drain and exit once this file exists (the batch script's way)")
             p.add_argument("--drain-s", type=float, default=60.0,
                            help="seconds a drain may take after TERM before it is abandoned [60]")
             p.add_argument("--nice", type=int, default=19,
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         os.nice(args.nice)
     mirror = watch.Mirror(args.checkpoint_dir, uri, args.keep, client, ledger, settings)
     watch.log(f"watching {args.checkpoint_dir} -> {uri} (keep {args.keep})")
-    return watch.run(mirror, poll_s=args.poll_s, drain_s=args.drain_s)
+    return watch.run(mirror, poll_s=args.poll_s, drain_s=args.drain_s, stop_file=args.stop_file)
 
 
 def _list(uri) -> int:  # noqa: ANN001

@@ -6,11 +6,13 @@ its own priority (``os.nice``). Each poll it looks for the newest committed unit
 (older ones it skips: keep-last-k would drop them first), uploads and confirms it, writes the S3
 record, then prunes S3 to the same k as ``checkpoint.keep``.
 
-End of job: on TERM it *drains*: it mirrors the newest committed unit (e.g. the preemption
-checkpoint) and exits, or, when the drain deadline passes first, it exits at once and the
-half-written unit keeps no record (abandoned, never taken as complete; the next mirror or the
-pruning removes it). A refused write (no bucket, access denied, network) is a warning in the job
-log and a ``mirror_failed`` ledger event; the process carries on, and training is never touched.
+End of job: when the batch script creates the stop file (or on TERM) it *drains*: it mirrors the
+newest committed unit (e.g. the preemption checkpoint) and exits. When the deadline passes first
+(the batch script's KILL, or ``--drain-s`` after TERM) the half-written unit keeps no record:
+abandoned, never taken as complete; the next mirror or the pruning removes it.
+
+A refused write (no bucket, access denied, network) is a warning in the job log and a
+``mirror_failed`` ledger event; the process carries on, and training is never touched.
 
 Ledger events (``.hpcflow/events.jsonl``, docs/protocol.md): ``mirror_start`` (unit, step,
 bytes), ``mirror_done`` (+ ``upload_s``, ``lag_s`` = commit on disk to record on S3),
@@ -25,7 +27,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,9 +174,13 @@ class Mirror:
             f"the checkpoint stays in {self.root}; next try in {delay:.0f} s")
 
 
-def run(mirror: Mirror, *, poll_s: float, drain_s: float,
-        sleep: Callable[[float], None] | None = None) -> int:
-    """Poll and mirror until TERM (or INT), then drain within ``drain_s`` seconds.
+def run(mirror: Mirror, *, poll_s: float, drain_s: float, stop_file: Path | None = None) -> int:
+    """Poll and mirror until TERM/INT or until ``stop_file`` exists, then drain.
+
+    The stop file is how the batch script ends the mirror: unlike a signal, it cannot arrive
+    before the handler is installed (Python start-up takes a while), so a job whose program ends
+    at once still gets its last commit mirrored. After TERM/INT the drain may take ``drain_s``
+    seconds; the stop file sets no limit (the batch script enforces its own deadline).
 
     Returns:
         0 (a drain that completed or had nothing to do); the process exits with 3 from a
@@ -194,15 +199,18 @@ def run(mirror: Mirror, *, poll_s: float, drain_s: float,
         store.abort_stale_uploads(mirror.client, mirror.uri)
     except store.errors() as exc:
         log(f"could not list unfinished uploads under {mirror.uri} ({describe(exc)})")
-    while not stop.is_set():
-        unit = mirror.pending()
-        if unit is not None:
-            mirror.mirror(unit)
-            continue
-        stop.wait(poll_s) if sleep is None else sleep(poll_s)
+    next_scan = 0.0
+    while not stop.is_set() and not (stop_file is not None and stop_file.exists()):
+        if time.monotonic() >= next_scan:
+            unit = mirror.pending()
+            if unit is not None:
+                mirror.mirror(unit)
+                continue
+            next_scan = time.monotonic() + poll_s
+        stop.wait(min(poll_s, 0.2))
     unit = mirror.pending()  # the drain: the newest commit (e.g. the preemption checkpoint)
     if unit is not None:
-        log(f"the job is ending: mirroring {unit.name} (at most {drain_s:.0f} s)")
+        log(f"the job is ending: mirroring {unit.name}")
         mirror.mirror(unit)
     return 0
 
