@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from slurm_helpers import wait_for
 
 from hpcflow.mirror import store
 from hpcflow.runtime import commit as layout
@@ -108,3 +109,28 @@ def test_a_bucket_that_refuses_writes_leaves_training_alone(submit_job, moto_url
     proc = subprocess.run([PY, "-m", "hpcflow", "report", job.job_id],
                           capture_output=True, text=True, check=True)
     assert f"S3 mirror: 0 checkpoint(s), 0.0 MiB; {len(failed)} failed" in proc.stdout
+
+
+def test_the_preemption_checkpoint_is_on_s3_before_the_requeue(submit_job, moto_url, monkeypatch):
+    for name, value in {"AWS_ENDPOINT_URL_S3": moto_url, "AWS_ACCESS_KEY_ID": "testing",
+                        "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+    client = store.make_client()
+    client.create_bucket(Bucket="mirror-preempt")
+    uri = parse_s3_uri("s3://mirror-preempt/runs/tiny")
+    job_spec = spec(400, str(uri))
+    job_spec["checkpoint"]["interval_steps"] = 0  # only the preemption checkpoint
+    job_spec["preemption"] = {"signal_lead_s": 120, "max_requeues": 1}
+    job = submit_job(job_spec)
+    wait_for(lambda: len(tagged(job.log(), "hpcflow-step")) >= 3, 300, "training steps")
+    job.signal_batch("USR1")
+    requeue = wait_for(lambda: job.event("requeue", restart=0), 120, "the requeue event")
+    events = [e for e in job.events() if e.get("restart") == 0]
+    names = [e["event"] for e in events]
+    done = [e for e in events if e["event"] == "mirror_done"]
+    assert [e["step"] for e in done] == [requeue["step"]]
+    assert names.index("mirror_done") < names.index("requeue")
+    [complete] = store.list_mirrors(client, uri)[0]
+    assert complete.step == requeue["step"]
+    subprocess.run(["scancel", job.job_id], check=False)
