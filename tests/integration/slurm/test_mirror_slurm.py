@@ -1,6 +1,7 @@
 """Two-phase checkpoints on the real local Slurm cluster: a job mirrors its checkpoints to S3
-(moto on loopback, reached through AWS_ENDPOINT_URL_S3 as boto3 reads it), and a second job
-with a fresh checkpoint folder resumes from S3, bit-exact."""
+(moto on loopback, reached through AWS_ENDPOINT_URL_S3 as boto3 reads it) and a second job with
+a fresh checkpoint folder resumes from S3, bit-exact; the preemption checkpoint is on S3 before
+the requeue; a bucket that refuses writes leaves training alone."""
 
 from __future__ import annotations
 
