@@ -144,6 +144,18 @@ def unit_name_step(name: str) -> tuple[str, int] | None:
     return None
 
 
+def is_partial(path: Path) -> bool:
+    """True when ``path`` has a unit's name but is not committed (a folder without its record
+    or marker): never loaded, and removed by the runtime and the adapters at start."""
+    return (path.exists() and local_name(path.name) and _unit(path) is None
+            and not path.is_symlink())
+
+
+def local_name(name: str) -> bool:
+    """True when ``name`` is a unit name of a directory layout (``step_<N>``, ``checkpoint-<N>``)."""
+    return bool(_STEP_DIR.match(name) or _HF_DIR.match(name))
+
+
 def has_complete(root: Path) -> bool:
     """True when ``root`` holds at least one committed unit (then nothing is pulled)."""
     return bool(scan_units(root))

@@ -231,7 +231,8 @@ def list_mirrors(client: Any, uri: S3Uri) -> tuple[list[Mirrored], list[str]]:
     """
     keys = _list_keys(client, uri)
     names = sorted({n for k in keys if (n := _unit_of(k, uri)) is not None})
-    with_record = {n for n in names if uri.key(n, RECORD_NAME) in set(keys)}
+    present = set(keys)
+    with_record = {n for n in names if uri.key(n, RECORD_NAME) in present}
     complete: list[Mirrored] = []
     for name in sorted(with_record):
         record = read_record(client, uri, name)
@@ -290,6 +291,7 @@ def pull(client: Any, uri: S3Uri, mirror: Mirrored, root: Path,
          settings: TransferSettings) -> Path:
     """Download ``mirror`` into ``root`` bit-exact: into a hidden temp folder, check every
     file's size and SHA-256 against the record, then rename into place (the local commit point).
+    A partial entry of the same name (no commit record or marker) is removed first.
 
     Returns:
         The local path of the unit.
@@ -302,6 +304,8 @@ def pull(client: Any, uri: S3Uri, mirror: Mirrored, root: Path,
     from boto3.s3.transfer import create_transfer_manager
 
     target = root / mirror.name
+    if local.is_partial(target):  # what the runtime removes at start anyway (never loaded)
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
     if target.exists():
         raise MirrorError(f"{target} exists already; a checkpoint is never overwritten")
     tmp = root / f".hpcflow-pull-{mirror.name}"

@@ -170,6 +170,9 @@ def test_pull_into_an_empty_folder_is_bit_exact(tmp_path, s3, moto_url, kind):
     newest = local.scan_units(root)[-1]
     assert newest.step == 4
     fresh = tmp_path / "fresh" / "ckpt"
+    if kind == "hpcflow":  # a partial folder of the same name (no record) is replaced
+        (fresh / "step_4").mkdir(parents=True)
+        (fresh / "step_4" / "junk").write_bytes(b"half a write")
     ledger = tmp_path / "pull.jsonl"
     proc = subprocess.run([PY, "-m", "hpcflow.mirror", "pull", "--checkpoint-dir", str(fresh),
                            "--s3-uri", str(uri), "--ledger", str(ledger), "--job-id", "88"],

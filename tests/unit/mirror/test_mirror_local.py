@@ -83,3 +83,15 @@ def test_unit_names_parse():
     assert local.unit_name_step("step_3.ckpt") == ("lightning", 3)
     assert local.unit_name_step("step_3.tmp") is None
     assert local.unit_name_step(".hpcflow-pull-step_3") is None
+
+
+def test_partial_entries_are_told_apart_from_committed_ones(tmp_path):
+    _commit(tmp_path, 1)
+    (tmp_path / "step_2").mkdir()  # no record
+    (tmp_path / "checkpoint-3").mkdir()  # no marker
+    (tmp_path / "step_4.ckpt").write_bytes(b"x")  # a renamed Lightning file is complete
+    assert not local.is_partial(tmp_path / "step_1")
+    assert local.is_partial(tmp_path / "step_2") and local.is_partial(tmp_path / "checkpoint-3")
+    assert not local.is_partial(tmp_path / "step_4.ckpt")
+    assert not local.is_partial(tmp_path / "step_9")  # absent
+    assert not local.is_partial(tmp_path / "notes")
