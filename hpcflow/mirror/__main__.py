@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         ("--part-mib", args.part_mib, 5 <= args.part_mib <= 5120, "5 to 5120, S3's part sizes"),
         ("--max-mib-s", args.max_mib_s, args.max_mib_s >= 0, "0 (no cap) or more"),
         ("--keep", getattr(args, "keep", 1), getattr(args, "keep", 1) >= 1, "at least 1"),
+        ("--poll-s", getattr(args, "poll_s", 1), getattr(args, "poll_s", 1) > 0, "above 0"),
+        ("--drain-s", getattr(args, "drain_s", 0), getattr(args, "drain_s", 0) >= 0, "0 or more"),
     ) if not ok]
     if bad:
         print("\n".join(bad), file=sys.stderr)

@@ -16,6 +16,8 @@ from hpcflow.mirror.__main__ import main
                  "--part-mib: 4 (allowed: 5 to 5120, S3's part sizes)", id="part"),
     pytest.param(["pull", "--checkpoint-dir", "c", "--s3-uri", "s3://bkt", "--concurrency", "0"],
                  "--concurrency: 0 (allowed: 1 to 64)", id="concurrency"),
+    pytest.param(["watch", "--checkpoint-dir", "c", "--s3-uri", "s3://bkt", "--keep", "2",
+                  "--poll-s", "0"], "--poll-s: 0.0 (allowed: above 0)", id="poll"),
 ])
 def test_bad_arguments_exit_2_naming_flag_value_and_allowed(argv, message, capsys, tmp_path,
                                                             monkeypatch):
