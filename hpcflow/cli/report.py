@@ -18,7 +18,7 @@ from hpcflow.cli.output import JsonCommand, check_job_id, emit_json, handles_err
 def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     """Goodput ledger of a job: pending, startup, training, checkpointing and lost time per
     attempt, the goodput (training / wall), and an SVG timeline."""
-    from hpcflow.jobs import records
+    from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.notices import notice_outcomes
     from hpcflow.jobs.report import load_report
     from hpcflow.jobs.timeline import render_svg
@@ -27,11 +27,13 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     rec = records.find_job(job_id)
     svg_path = svg_path or Path(rec.run_dir if rec else ".") / f"report-{job_id}.svg"
     records.write_atomic(svg_path, render_svg(rep, signals))
-    notices = notice_outcomes(rec.run_dir, job_id, records.job_events(rec.run_dir, job_id)) \
-        if rec else []
+    events = records.job_events(rec.run_dir, job_id) if rec else []
+    notices = notice_outcomes(rec.run_dir, job_id, events) if rec else []
+    mirror = mirror_report.summarise(events) if rec else None
     if as_json:
         emit_json({**rep.to_dict(), "svg": str(svg_path),
-                   "spot_notices": [n.to_dict() for n in notices]})
+                   "spot_notices": [n.to_dict() for n in notices],
+                   "mirror": mirror.to_dict() if mirror else None})
         return
     rows = [(a.restart + 1, f"{a.pending_s:.0f}", f"{a.startup_s:.0f}", f"{a.training_s:.0f}",
              f"{a.checkpointing_s:.1f}", f"{a.lost_s:.1f}",
@@ -46,4 +48,6 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
                  "outcome"], rows)
     for n in notices:
         click.echo(n.line())
+    if mirror is not None:
+        click.echo(mirror.line())
     click.echo(f"timeline: {svg_path}")

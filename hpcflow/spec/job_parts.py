@@ -33,6 +33,7 @@ from hpcflow.spec.job_fields import (
     _program_name,
     _raise_problems,
 )
+from hpcflow.spec.s3uri import parse_s3_uri
 from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F401 - re-exported
 
 
@@ -255,11 +256,27 @@ class CheckpointSpec(_Model):
         default=0, ge=0, le=MAX_INTERVAL_STEPS,
         description="Save every N steps; 0 saves only when preempted.",
     )
+    s3_uri: Text | None = Field(
+        default=None,
+        json_schema_extra={"limits": "s3://BUCKET or s3://BUCKET/PREFIX (S3 naming rules)"},
+        description=(
+            "Mirror each committed checkpoint to this S3 prefix in the background and pull the "
+            "newest complete one when the checkpoint folder has none; credentials come from "
+            "boto3's standard chain (docs/checkpoints.md)."
+        ),
+    )
 
     @field_validator("dir", mode="before")
     @classmethod
     def _dir_text(cls, value: Any) -> Any:
         return None if value is None else _path_text(value)
+
+    @field_validator("s3_uri")
+    @classmethod
+    def _s3_uri(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_s3_uri(value)  # ValueError says what is allowed
+        return value
 
 
 class ParallelismSpec(_Model):

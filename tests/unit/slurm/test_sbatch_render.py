@@ -60,6 +60,7 @@ SPECS = {
     ),
     "torchrun-argv": job(launcher="torchrun", program={"argv": ["/opt/bin/train.sh", "--x"]}),
     "srun-spot-watch": job(preemption={"spot_watch": True}),
+    "srun-s3-mirror": job(checkpoint={"keep": 2, "s3_uri": "s3://ckpt-bucket/runs/it's"}),
 }
 
 
