@@ -101,6 +101,9 @@ def connect_error(host: Host, exc: BaseException, known_hosts: Path,
                 f"ssh-keygen -f {shlex.quote(str(known_hosts))} -R {shlex.quote(name)}")
     if isinstance(exc, paramiko.AuthenticationException):
         return f"authentication failed for {host.label}: {exc} ({auth_hint})"
+    if isinstance(exc, paramiko.SSHException) and "No authentication methods" in str(exc):
+        return (f"authentication failed for {host.label}: no key to offer (no key file given, "
+                f"none in the SSH agent or ~/.ssh) ({auth_hint})")
     if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
         return (f"{host.label} is not in {known_hosts}: refused (add its key with "
                 f"ssh-keyscan -p {host.port} -H {shlex.quote(host.host)} >> "

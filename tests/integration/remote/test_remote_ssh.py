@@ -4,8 +4,11 @@ codes passed through, and no upload left behind by a refused submit."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +82,29 @@ def test_a_dry_run_prints_the_remote_script_and_leaves_nothing(head, tmp_path):
     assert re.search(rf"^export HPCFLOW_RUN_DIR={re.escape(str(head.remote_dir))}"
                      r"/job-\d{8}T\d{6}Z-\w{6}/runs/dry$", proc.stdout, re.M)
     assert list(head.remote_dir.iterdir()) == []
+
+
+def test_the_key_can_come_from_the_ssh_agent(head, tmp_path):
+    """No --identity and no key in ~/.ssh: the agent's key logs in."""
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            if sock.exists():
+                break
+            time.sleep(0.1)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock), "HOME": str(tmp_path / "empty-home")}
+        subprocess.run(["ssh-add", "-q", str(head.key)], env=env, check=True)
+        args = [a for a in head.args() if a not in ("--identity", str(head.key))]
+        cmd = [sys.executable, "-m", "hpcflow", *args, "list", "--json"]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        print(proc.stdout, proc.stderr)
+        assert proc.returncode == 0 and json.loads(proc.stdout)["data"] == []
+        # without the agent (and no key anywhere) the login is refused, with what to check
+        env.pop("SSH_AUTH_SOCK")
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 255
+        assert f"authentication failed for {head.host}" in json.loads(proc.stdout)["error"]["message"]
+    finally:
+        agent.terminate()
+        agent.wait(10)
