@@ -58,7 +58,7 @@ def head(start_sshd, ssh_client_key, tmp_path) -> Head:
     remote_home = tmp_path / "remote-state"
     sshd = start_sshd("head", {"HPCFLOW_HOME": str(remote_home), "OMP_NUM_THREADS": "1"})
     head = Head(sshd.port, sshd.host_pub, ssh_client_key, tmp_path / "known_hosts", remote_home,
-                tmp_path / "remote-runs")
+                tmp_path / "remote runs 'q' $(id)")  # hostile: it reaches a shell
     head.trust()
     return head
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -79,8 +80,10 @@ def test_a_dry_run_prints_the_remote_script_and_leaves_nothing(head, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --nodes=2" in proc.stdout
     # run_dir is relative to the spec, which lay in the run folder on the head node
-    assert re.search(rf"^export HPCFLOW_RUN_DIR={re.escape(str(head.remote_dir))}"
-                     r"/job-\d{8}T\d{6}Z-\w{6}/runs/dry$", proc.stdout, re.M)
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("export HPCFLOW_RUN_DIR=")]
+    run_dir = shlex.split(line)[1].split("=", 1)[1]
+    assert re.fullmatch(rf"{re.escape(str(head.remote_dir))}/job-\d{{8}}T\d{{6}}Z-\w{{6}}/runs/dry",
+                        run_dir), run_dir
     assert list(head.remote_dir.iterdir()) == []
 
 
