@@ -125,9 +125,13 @@ def open_connection(host: Host, *, identity: str | None = None, known_hosts: str
 
     Raises:
         RemoteError: the connection failed (exit code 255); the message says why and the fix.
+            fabric is not installed (exit code 1; the message gives the pip command).
     """
-    from fabric import Connection
-    from paramiko import AutoAddPolicy, RejectPolicy
+    try:
+        from fabric import Connection
+        from paramiko import AutoAddPolicy, RejectPolicy
+    except ImportError:
+        raise RemoteError("SSH needs fabric: pip install 'hpcflow[ssh]'", exit_code=1) from None
 
     kwargs: dict = {"look_for_keys": identity is None}
     if identity:

@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpcflow import __version__
 from hpcflow.remote.session import INSTALL_LINE
+
+REPO = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.sshd
 
@@ -111,3 +114,12 @@ def test_the_key_can_come_from_the_ssh_agent(head, tmp_path):
     finally:
         agent.terminate()
         agent.wait(10)
+
+
+def test_another_hpcflow_version_on_the_head_node_is_a_warning(head):
+    fake_version = ("sh -c 'if [ \"$1\" = --version ]; then echo \"hpcflow, version 9.9\"; "
+                    f"else exec {sys.executable} -m hpcflow \"$@\"; fi' hpcflow")
+    proc = head.hpcflow("list", "--json",
+                        global_args=("--remote-hpcflow", f"PYTHONPATH={REPO} {fake_version}"))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["data"] == []
+    assert f"warning: hpcflow 9.9 on {head.host}, {__version__} here" in proc.stderr
