@@ -8,7 +8,7 @@ and runs the same command there. Its stdout and stderr stream back as they come 
 follows live, across requeues, as it does on the head node) and its exit code is returned.
 
 Every word sent to the remote shell is ``shlex.quote``d. The remote command is a watched one:
-when the connection goes (Ctrl-C, a dropped laptop lid), the command's stdin reaches end-of-file
+when the connection closes (Ctrl-C, the local hpcflow killed), the command's stdin reaches end-of-file
 and a small POSIX-sh watcher sends it TERM, so no ``logs -f`` is left running on the head node.
 """
 
