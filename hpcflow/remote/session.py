@@ -17,6 +17,8 @@ from __future__ import annotations
 import io
 import re
 import shlex
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -149,6 +151,28 @@ def _upload(conn, opts: RemoteOptions, bundle: Bundle, spec: Path) -> str:  # no
     return folder
 
 
+def _run_streamed(conn, line: str) -> int:  # noqa: ANN001
+    """Run ``line`` with its output streamed here; its exit code. Ctrl-C closes the connection
+    (the remote side then ends, module doc) and raises KeyboardInterrupt: fabric without a pty
+    would otherwise wait for the remote command to end before giving up its reader threads."""
+    interrupted = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:  # noqa: ARG001
+        interrupted.set()
+        conn.close()
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if main else None
+    try:
+        res = conn.run(line, warn=True, hide=False, in_stream=False, pty=False)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted.is_set():
+        raise KeyboardInterrupt
+    return res.return_code
+
+
 def run_remote(opts: RemoteOptions, command: str, args: Sequence[str], *,
                spec_index: int | None = None,
                note: Callable[[str], None] = print) -> int:
@@ -192,9 +216,7 @@ def run_remote(opts: RemoteOptions, command: str, args: Sequence[str], *,
             what = f"code {bundle.commit[:12]} and the spec" if bundle.commit else "the spec"
             note(f"hpcflow: uploaded {what} ({len(bundle.data)} bytes) to "
                  f"{opts.host.label}:{folder}")
-        res = conn.run(remote_line(words, command, args, folder), warn=True, hide=False,
-                       in_stream=False, pty=False)
-        code = res.return_code
+        code = _run_streamed(conn, remote_line(words, command, args, folder))
         dry = "--dry-run" in (args[: args.index("--")] if "--" in args else args)
         if folder and (dry or code in _NOTHING_SUBMITTED):
             conn.run(f"rm -rf {shlex.quote(folder)}", hide=True, warn=True, in_stream=False)

@@ -1,5 +1,5 @@
 """`hpcflow --host` on the real local Slurm cluster, through a real sshd on loopback: submit with
-a code snapshot, status, logs, `logs -f` across a requeue, cancel; a dropped connection leaves no
+a code snapshot, status, logs, `logs -f` across a requeue, cancel; Ctrl-C on `logs -f` leaves no
 follower on the head node."""
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def test_submit_status_logs_follow_across_a_requeue(local_cluster, head, tmp_pat
         subprocess.run(["scancel", job_id], check=False)
 
 
-def test_cancel_and_a_dropped_follower(local_cluster, head, tmp_path):
+def test_cancel_and_an_interrupted_follower(local_cluster, head, tmp_path):
     spec = tmp_path / "sleep.yaml"
     spec.write_text(yaml.safe_dump({
         "name": "sleeper", "nodes": 1, "tasks_per_node": 1, "time_limit": "5",
@@ -143,8 +143,9 @@ def test_cancel_and_a_dropped_follower(local_cluster, head, tmp_path):
         follower = Follower(head, job_id)
         wait_for(lambda: "up" in follower.text(), 60, "the streamed log")
         assert remote_followers(job_id)
-        os.kill(follower.proc.pid, signal.SIGKILL)  # the laptop goes away
-        follower.proc.wait(10)
+        os.kill(follower.proc.pid, signal.SIGINT)  # Ctrl-C on the laptop
+        assert follower.proc.wait(15) == 130
+        assert "interrupted" in follower.proc.stderr.read()
         wait_for(lambda: not remote_followers(job_id), 20, "the head node's follower to end")
         proc = head.hpcflow("cancel", job_id)
         assert proc.returncode == 0 and f"cancelled job {job_id}" in proc.stdout
