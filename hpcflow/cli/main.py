@@ -8,6 +8,7 @@ import importlib
 import click
 
 from hpcflow import __version__
+from hpcflow.cli.remote import check_remote_options, remote_options
 
 # name -> "module:attribute". Top-level commands of the jobs group are listed one by one so
 # they read as `hpcflow submit`, `hpcflow status`, ... (the researcher's everyday verbs).
@@ -39,20 +40,35 @@ class LazyGroup(click.Group):
         module_name, attr = target.split(":")
         return getattr(importlib.import_module(module_name), attr)
 
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if ctx.params.get("host"):  # remote mode: the verb runs on the head node
+            from hpcflow.cli.remote import remote_command
+
+            cmd = remote_command(name, cmd)
+        return name, cmd, rest
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hpcflow")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@remote_options
 @click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
+def cli(ctx: click.Context, debug: bool, **remote: object) -> None:
     """hpcflow: preemption-safe 3D-parallel training on Slurm.
 
     Submit and follow jobs (submit, status, logs, cancel, list), rehearse them on a local
     emulated Slurm cluster (local-cluster), build AWS ParallelCluster configs (cluster), and
     set up and check cluster nodes (bootstrap, doctor, spot-watch).
+
+    From a laptop, --host HEAD runs submit, status, logs, cancel, report and list on the
+    cluster's head node over SSH (docs/remote.md).
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    ctx.obj["remote"] = remote
+    check_remote_options(remote)
 
 
 def main() -> None:

@@ -2,23 +2,19 @@
 
 Each host gets a copy of ``bootstrap/`` (a tarball uploaded over SFTP into a fresh temporary
 directory), runs ``hpcflow-bootstrap.sh`` (through ``sudo -n`` unless it logs in as root) and
-the temporary directory is removed. Host keys are checked against one known_hosts file
-(``~/.ssh/known_hosts`` unless given): a host whose key is not in it is refused unless
-``accept_new_host_keys`` is set, which saves the new key to that file; a host whose key differs
-from the recorded one is always refused (paramiko raises ``BadHostKeyException``).
+the temporary directory is removed. Connections and host-key checks are
+:func:`hpcflow.remote.ssh.open_connection`'s: unknown hosts are refused unless
+``accept_new_host_keys`` is set, a changed key always is.
 
 fabric and paramiko are imported inside the functions that use them.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import re
 import shlex
 import tarfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,26 +23,15 @@ from pathlib import Path
 
 from hpcflow.errors import HpcflowError, SpecError
 from hpcflow.hostlist import expand_hostlist
+from hpcflow.remote.ssh import DEFAULT_KNOWN_HOSTS, HOST_RE, Host, RemoteError, open_connection
+
+__all__ = ["DEFAULT_KNOWN_HOSTS", "Host", "HostResult", "bootstrap_hosts", "parse_hosts",
+           "parse_steps", "remote_command", "run_host"]
 
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
 STEPS = ("efa", "nccl", "nccl-tests", "enroot-pyxis", "spot-watch", "healthcheck")
 # enroot/pyxis only when asked: ParallelCluster 3.11+ AMIs ship them; spot-watch too (spot nodes).
 DEFAULT_STEPS = ("efa", "nccl", "nccl-tests", "healthcheck")
-_HOST = re.compile(r"^(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9._\[\],-]+?)(?::(?P<port>\d+))?$")
-
-
-@dataclass(frozen=True)
-class Host:
-    """One SSH target."""
-
-    host: str
-    port: int = 22
-    user: str | None = None
-
-    @property
-    def label(self) -> str:
-        who = f"{self.user}@" if self.user else ""
-        return f"{who}{self.host}" + (f":{self.port}" if self.port != 22 else "")
 
 
 @dataclass
@@ -92,7 +77,7 @@ def parse_hosts(text: str, default_port: int = 22, default_user: str | None = No
         raise SpecError("--hosts: empty; give host names, e.g. --hosts node1,node2:2222")
     hosts: list[Host] = []
     for item in items:
-        m = _HOST.match(item.strip())
+        m = HOST_RE.match(item.strip())
         if not m:
             raise SpecError(f"--hosts: {item!r} is not a host; allowed: [user@]host[:port], "
                             "host may be a Slurm hostlist such as node[1-4]")
@@ -131,18 +116,6 @@ def bootstrap_tarball(root: Path) -> bytes:
     return buf.getvalue()
 
 
-#: Where host keys are checked and saved without ``--known-hosts`` (OpenSSH's default).
-DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
-_KNOWN_HOSTS_LOCK = threading.Lock()
-
-
-def _ensure_file(path: Path) -> None:
-    """Create an empty known_hosts (and its folder, mode 0700) if missing, as ssh does."""
-    if not path.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-
-
 def remote_command(workdir: str, steps: Sequence[str], extra_args: Sequence[str]) -> str:
     """The shell line run on a host (every value quoted); ``--env NAME=VALUE`` pairs in
     ``extra_args`` reach the entry script, which exports them for its steps."""
@@ -153,58 +126,18 @@ def remote_command(workdir: str, steps: Sequence[str], extra_args: Sequence[str]
     return f'if [ "$(id -u)" = 0 ]; then {inner} 2>&1; else sudo -n {inner} 2>&1; fi'
 
 
-def _fingerprint(key: object) -> str:
-    """``SHA256:<base64>``, as ``ssh-keygen -l`` prints a key's fingerprint."""
-    digest = hashlib.sha256(key.asbytes()).digest()  # type: ignore[attr-defined]
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def _connect_error(host: Host, exc: BaseException, known_hosts: Path) -> str:
-    import paramiko
-
-    if isinstance(exc, paramiko.BadHostKeyException):
-        name = f"[{host.host}]:{host.port}" if host.port != 22 else host.host
-        return (f"host key of {host.label} does NOT match {known_hosts} (got {exc.key.get_name()} "
-                f"{_fingerprint(exc.key)}, expected {_fingerprint(exc.expected_key)}): refused. "
-                "If the host was rebuilt on purpose, remove the old key with: "
-                f"ssh-keygen -f {shlex.quote(str(known_hosts))} -R {shlex.quote(name)}")
-    if isinstance(exc, paramiko.AuthenticationException):
-        return f"authentication failed for {host.label}: {exc} (check --user and --identity)"
-    if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
-        return (f"{host.label} is not in {known_hosts}: refused (add its key with "
-                f"ssh-keyscan -p {host.port} -H {shlex.quote(host.host)} >> "
-                f"{shlex.quote(str(known_hosts))}, or pass --accept-new-host-keys to trust it "
-                "on first use)")
-    return f"cannot connect to {host.label}: {type(exc).__name__}: {exc}"
-
-
 def run_host(host: Host, tarball: bytes, steps: Sequence[str], extra_args: Sequence[str], *,
              identity: str | None = None, known_hosts: str | None = None,
              accept_new_host_keys: bool = False, connect_timeout_s: int = 15,
              command_timeout_s: int = 3600) -> HostResult:
     """Bootstrap one host; every failure becomes a :class:`HostResult` (never raises)."""
-    from fabric import Connection
-    from paramiko import AutoAddPolicy, RejectPolicy
-
     start = time.monotonic()
-    kwargs: dict = {"look_for_keys": identity is None}
-    if identity:
-        kwargs["key_filename"] = [identity]
-    conn = Connection(host.host, user=host.user, port=host.port, connect_timeout=connect_timeout_s,
-                      connect_kwargs=kwargs)
-    # One file, read and written: a key accepted on first use is saved to it (paramiko's
-    # AutoAddPolicy saves to the file load_host_keys read), so a later change is refused.
-    path = Path(known_hosts).expanduser() if known_hosts else DEFAULT_KNOWN_HOSTS.expanduser()
-    conn.client.set_missing_host_key_policy(AutoAddPolicy() if accept_new_host_keys
-                                            else RejectPolicy())
     try:
-        with _KNOWN_HOSTS_LOCK:  # hosts in parallel: each sees the keys the others saved
-            _ensure_file(path)
-            conn.client.load_host_keys(str(path))
-            conn.open()
-    except Exception as exc:  # noqa: BLE001 - any connect failure is this host's result
-        return HostResult(host.label, False, None, time.monotonic() - start,
-                          _connect_error(host, exc, path))
+        conn = open_connection(host, identity=identity, known_hosts=known_hosts,
+                               accept_new_host_keys=accept_new_host_keys,
+                               connect_timeout_s=connect_timeout_s)
+    except RemoteError as exc:
+        return HostResult(host.label, False, None, time.monotonic() - start, str(exc))
     try:
         workdir = conn.run("mktemp -d /tmp/hpcflow-bootstrap.XXXXXX", hide=True,
                            in_stream=False).stdout.strip()

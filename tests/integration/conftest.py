@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from sshd_server import ssh_client_key, start_sshd  # noqa: F401 - fixtures for every folder
 
 
 def _free_port() -> int:

@@ -1,0 +1,166 @@
+"""Remote mode's pure parts: the remote shell line (run here by a real sh), the upload bundle
+from a real git repository, and the CLI's argument handling."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import click
+import pytest
+
+from hpcflow.cli.jobs import submit
+from hpcflow.cli.remote import check_remote_options, positional_index
+from hpcflow.errors import SpecError
+from hpcflow.remote.bundle import CODE_RECORD, code_snapshot, spec_only
+from hpcflow.remote.session import hpcflow_words, remote_line, remote_path
+from hpcflow.remote.ssh import Host, parse_host
+
+HOSTILE = ["it's", "$(touch /tmp/pwned)", "a b", "x;y", "`id`", "new\nline", "--", "", "*"]
+
+
+def sh(line: str) -> subprocess.CompletedProcess[str]:
+    """Run ``line`` with stdin open until it ends, as an SSH channel's stdin stays open."""
+    read_end, write_end = os.pipe()
+    try:
+        return subprocess.run(["sh", "-c", line], stdin=read_end, capture_output=True, text=True,
+                              timeout=30)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_every_word_reaches_the_remote_program_unchanged(tmp_path):
+    words = hpcflow_words("MARK='a b' sh -c 'printf \"%s|\" \"$MARK\" \"$0\" \"$@\"'")
+    proc = sh(remote_line(words, "logs", HOSTILE, cwd=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("|")[:-1] == ["a b", "logs", *HOSTILE]
+    assert not Path("/tmp/pwned").exists()
+
+
+def test_the_remote_exit_code_comes_back():
+    proc = sh(remote_line(hpcflow_words("sh -c 'exit \"$0\"'"), "7", []))
+    assert proc.returncode == 7
+
+
+def test_the_remote_command_ends_when_the_connection_closes():
+    """stdin of the SSH channel reaching end-of-file (the connection went) ends the command."""
+    proc = subprocess.Popen(["sh", "-c", remote_line(hpcflow_words("sleep"), "300", [])],
+                            stdin=subprocess.PIPE)
+    time.sleep(0.5)
+    assert proc.poll() is None  # open stdin: it runs
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 143  # TERM
+
+
+def test_a_missing_program_is_exit_127():
+    proc = sh(remote_line(hpcflow_words("/nonexistent/hpcflow"), "status", []))
+    assert proc.returncode == 127
+
+
+@pytest.mark.parametrize("value, problem", [
+    pytest.param("", "names no program", id="empty"),
+    pytest.param("PYTHONPATH=/x", "names no program", id="only-an-assignment"),
+    pytest.param("'unclosed", "No closing quotation", id="bad-quotes"),
+])
+def test_a_bad_remote_hpcflow_is_refused(value, problem):
+    with pytest.raises(SpecError, match=problem) as info:
+        hpcflow_words(value)
+    assert str(info.value).startswith("--remote-hpcflow: ")
+
+
+def test_a_remote_dir_under_home_expands_there_and_nothing_else_does():
+    assert sh(f"HOME=/h; echo {remote_path('~/runs $x')}").stdout == "/h/runs $x\n"
+    assert sh(f"echo {remote_path('/a/~/$(id)')}").stdout == "/a/~/$(id)\n"
+
+
+@pytest.mark.parametrize("text, host", [
+    pytest.param("head", Host("head"), id="name"),
+    pytest.param("admin@head-1.example.org:2222", Host("head-1.example.org", 2222, "admin"),
+                 id="user-port"),
+])
+def test_parse_host(text, host):
+    assert parse_host(text) == host
+
+
+@pytest.mark.parametrize("text", ["a,b", "n[1-2]", "u@", "h:0", "h:x"])
+def test_parse_host_refuses_what_is_not_one_host(text):
+    with pytest.raises(SpecError, match="^--host: "):
+        parse_host(text)
+
+
+@pytest.mark.parametrize("args, index", [
+    pytest.param(["job.yaml"], 0, id="alone"),
+    pytest.param(["--set", "nodes=2", "job.yaml", "--json"], 2, id="after-a-valued-option"),
+    pytest.param(["--set=nodes=2", "-f", "job.yaml"], 2, id="joined-value-and-flag"),
+    pytest.param(["--dry-run", "--", "-job.yaml"], 2, id="after-double-dash"),
+    pytest.param(["--json"], None, id="none"),
+])
+def test_the_spec_argument_is_found_as_click_parses_it(args, index):
+    assert positional_index(submit, args) == index
+
+
+def test_remote_options_without_host_are_refused():
+    with pytest.raises(click.UsageError, match="--code, --identity: allowed only with --host"):
+        check_remote_options({"code": True, "identity": "k", "remote_dir": "~/hpcflow-remote"})
+    check_remote_options({"host": "h", "code": True})
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                   check=True, capture_output=True)
+
+
+def members(data: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+
+
+def test_a_code_snapshot_is_the_commit_plus_the_spec_on_disk(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "conf").mkdir(parents=True)
+    (repo / "train.py").write_text("v1\n")
+    (repo / "conf/job.yaml").write_text("name: committed\n")
+    (repo / ".gitignore").write_text("data/\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "c")
+    (repo / "train.py").write_text("v2, not committed\n")
+    (repo / "conf/job.yaml").write_text("name: edited\n")
+    (repo / "new file.py").write_text("untracked\n")
+    (repo / "data").mkdir()
+    (repo / "data/big.bin").write_text("ignored\n")
+    bundle = code_snapshot(repo / "conf" / "job.yaml")
+    files = members(bundle.data)
+    assert bundle.spec_path == "conf/job.yaml"
+    assert files["conf/job.yaml"] == b"name: edited\n"
+    assert files["train.py"] == b"v1\n"
+    assert "new file.py" not in files and "data/big.bin" not in files
+    assert bundle.uncommitted == ["new file.py", "train.py"]
+    record = json.loads(files[CODE_RECORD])
+    assert record["commit"] == bundle.commit and record["uncommitted_not_sent"] == bundle.uncommitted
+
+
+def test_code_needs_a_git_repository_with_a_commit(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\n")
+    with pytest.raises(SpecError, match="is not inside a git repository"):
+        code_snapshot(spec)
+    git(tmp_path, "init", "-q")
+    with pytest.raises(SpecError, match="has no commit yet"):
+        code_snapshot(spec)
+
+
+def test_without_code_only_the_spec_goes(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\n")
+    (tmp_path / "train.py").write_text("beside it\n")
+    bundle = spec_only(spec)
+    assert members(bundle.data) == {"job.yaml": b"name: x\n"} and bundle.spec_path == "job.yaml"
+    with pytest.raises(SpecError, match="SPEC: cannot read"):
+        spec_only(tmp_path / "missing.yaml")
