@@ -59,6 +59,9 @@ SPECS = {
         program={"module": "pkg.train", "args": [HOSTILE]},
     ),
     "torchrun-argv": job(launcher="torchrun", program={"argv": ["/opt/bin/train.sh", "--x"]}),
+    "srun-resilience": job(resilience={"max_in_job_restarts": 1, "max_failures": 2,
+                                       "timeouts": {"step_floor_s": 20, "step_s": 90}}),
+    "srun-resilience-no-watchdog": job(resilience={"watchdog": False}),
 }
 
 
