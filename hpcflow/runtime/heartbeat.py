@@ -22,8 +22,10 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import re
 import signal
 import socket
+import sys
 import time
 import traceback
 from collections import deque
@@ -146,6 +148,24 @@ class Heartbeat:
             self._stacks = None
 
 
+#: Messages of a collective that failed because another rank went away (gloo's TCP transport,
+#: NCCL, the c10d store), seen here with torch 2.13 and gloo: "Connection closed by peer".
+_PEER_FAILURE_RE = re.compile(
+    r"Connection (closed|reset) by peer|gloo/transport|NCCL (error|communicator)|"
+    r"Broken pipe|Socket Timeout|ProcessGroup\w* .*(abort|timed? ?out)", re.I)
+
+
+def is_peer_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says that another rank failed rather than this rank's program: a
+    ``torch.distributed`` error type (``DistError`` and its subclasses; looked up only when torch
+    is already imported) or a collective's transport message (:data:`_PEER_FAILURE_RE`)."""
+    dist = sys.modules.get("torch.distributed")
+    dist_error = getattr(dist, "DistError", None) if dist is not None else None
+    if isinstance(dist_error, type) and isinstance(exc, dist_error):
+        return True
+    return bool(_PEER_FAILURE_RE.search(str(exc)))
+
+
 def error_signature(exc: BaseException, step: int) -> str:
     """``<type>@<step>``: what makes two failures "the same exception at the same step"."""
     return f"{type(exc).__qualname__}@{step}"
@@ -153,19 +173,23 @@ def error_signature(exc: BaseException, step: int) -> str:
 
 def record_error(environ: Mapping[str, str], rank: int, step: int, exc: BaseException) -> None:
     """Leave this rank's exception in ``HPCFLOW_ERROR_DIR`` (nothing when unset): ``<rank>.json``
-    with ``type``, ``message``, ``step`` and ``traceback``, then ``<rank>.sig`` with
-    :func:`error_signature` (the batch script reads that one). Never raises: the process is
-    already failing."""
+    with ``type``, ``message``, ``step`` (the last completed step), ``traceback`` and
+    ``peer_failure``, then, unless it is a peer failure (:func:`is_peer_failure`: the rank only
+    saw another one die), ``<rank>.sig`` with :func:`error_signature`, which the batch script
+    reads. Never raises: the process is already failing."""
     directory = environ.get(P.ENV_ERROR_DIR, "").strip()
     if not directory:
         return
+    peer = is_peer_failure(exc)
     try:
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         write_json_atomic(folder / f"{rank}.json", {
             "rank": rank, "step": step, "type": type(exc).__qualname__, "message": str(exc),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            "peer_failure": peer,
         })
-        (folder / f"{rank}.sig").write_text(error_signature(exc, step) + "\n", encoding="utf-8")
+        if not peer:
+            (folder / f"{rank}.sig").write_text(error_signature(exc, step) + "\n", encoding="utf-8")
     except OSError:
         pass

@@ -88,3 +88,16 @@ def test_exception_record_holds_type_step_and_traceback(tmp_path: Path) -> None:
     assert "in fail" in rec["traceback"]
     assert (tmp_path / "errors" / "2.sig").read_text() == "ValueError@6\n"
     record_error({}, 0, 1, RuntimeError("x"))  # no folder asked for: nothing, no error
+
+
+def test_a_collective_broken_by_a_dead_peer_is_not_a_program_error(tmp_path: Path) -> None:
+    # The message gloo raised here (torch 2.13) when the other rank was killed with -9.
+    exc = RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+                       "[127.0.0.1]:12702: Connection reset by peer. This is typically caused by "
+                       "a remote worker hanging")
+    folder = tmp_path / "errors"
+    record_error({protocol.ENV_ERROR_DIR: str(folder)}, 0, 14, exc)
+    assert read(folder / "0.json")["peer_failure"] is True
+    assert not (folder / "0.sig").exists()
+    record_error({protocol.ENV_ERROR_DIR: str(folder)}, 1, 14, RuntimeError("shape mismatch"))
+    assert (folder / "1.sig").read_text() == "RuntimeError@14\n"
