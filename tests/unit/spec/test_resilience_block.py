@@ -47,3 +47,16 @@ def test_bad_values_are_refused_naming_the_field(block: dict, where: str, what: 
         job(resilience=block)
     text = str(info.value)
     assert where in text and what in text
+
+
+def test_the_example_block_in_the_protocol_doc_is_a_valid_spec() -> None:
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "protocol.md").read_text()
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if "resilience:" in b]
+    assert len(blocks) == 1
+    spec = job(**yaml.safe_load(blocks[0]))
+    assert spec.resilience is not None and spec.resilience.timeouts.step_floor_s == 30
