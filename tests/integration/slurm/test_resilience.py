@@ -140,3 +140,18 @@ def test_the_same_error_twice_ends_the_job_failed_with_the_traceback(submit_job)
     record = json.loads((Path(job.run_dir) / errors[-1]["errors"] / "0.json").read_text())
     assert record["type"] == "ValueError" and "bad batch at step 7" in record["traceback"]
     assert "raise ValueError" in record["traceback"]
+
+
+def test_a_warned_preemption_keeps_its_path_with_a_resilience_block(submit_job):
+    job = submit_job({**train("preempt"), "preemption": {"signal_lead_s": 120, "max_requeues": 1}})
+    rank_pid_after(job, 0, 6)
+    job.signal_batch("USR1")
+    requeue = wait_for(lambda: job.event("requeue", restart=0), 120, "the requeue event")
+    final = job.wait_finished(300)
+    assert final.state == "COMPLETED" and final.restarts == 1
+    events = job.events()
+    assert not [e for e in events if e["event"] in (protocol.EVENT_STEP_RESTART,
+                                                     protocol.EVENT_HANG)]
+    log = job.log()
+    assert [r["step"] for r in tagged(log, "hpcflow-resume")] == [requeue["step"]]
+    assert tagged(log, "hpcflow-done")[0]["step"] == STEPS
