@@ -73,6 +73,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 def end_step(job_id: str, beats: dict[int, dict[str, Any]]) -> None:
     """Cancel the step the ranks run in (their ``SLURM_STEP_ID``), TERM then KILL."""
     steps = sorted({str(b.get("slurm_step_id", "")) for b in beats.values()} - {""})
+    if not steps:  # not under srun: nothing to cancel
+        return
     for signal_name, pause in (("TERM", KILL_AFTER_S), ("KILL", 0.0)):
         for step in steps:
             subprocess.run(["scancel", f"--signal={signal_name}", f"{job_id}.{step}"],
