@@ -26,7 +26,7 @@ from typing import Any
 
 from hpcflow import protocol
 from hpcflow.watchdog.hang import Hang, Timeouts, find_hang
-from hpcflow.watchdog.stacks import collect
+from hpcflow.watchdog.stacks import collect, stopped_ranks
 
 #: Seconds between the step's TERM (scancel) and a KILL of whatever is left.
 KILL_AFTER_S = 10.0
@@ -86,11 +86,13 @@ def handle(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Han
     """Stacks to the run directory, the ledger event, the marker, then the step's end."""
     now = time.time()
     name = protocol.stacks_name(args.job_id, args.restart, args.try_)
+    stopped = [r for r in stopped_ranks(beats, args.job_id) if r in hang.ranks]
+    first = stopped[0] if stopped else hang.first
     stacks = collect(beats, args.heartbeat_dir, args.job_id, now)
     (args.run_dir / name).write_text(stacks, encoding="utf-8")
     event = {"event": protocol.EVENT_HANG, "time": int(now), "job_id": args.job_id,
              "restart": args.restart, "try": args.try_, "section": hang.section,
-             "ranks": hang.ranks, "first": hang.first, "step": hang.step,
+             "ranks": hang.ranks, "first": first, "stopped": stopped, "step": hang.step,
              "timeout_s": round(hang.timeout_s, 3), "stacks": name}
     with protocol.ledger_path(args.run_dir).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(event) + "\n")

@@ -39,8 +39,9 @@ class Timeouts:
 
 @dataclass(frozen=True)
 class Hang:
-    """A hang: ``section`` is that of the rank whose heartbeat is oldest (``first``); ``ranks``
-    are every rank whose heartbeat is stale, ascending; ``timeout_s`` is that section's."""
+    """A hang: ``first`` is the stale rank at the lowest step (then the oldest heartbeat; a hint,
+    not proof), ``section``, ``timeout_s`` and ``step`` are its; ``ranks`` are every rank whose
+    heartbeat is stale, ascending."""
 
     section: str
     ranks: list[int]
@@ -97,6 +98,9 @@ def find_hang(beats: Mapping[int, Mapping[str, Any]], ntasks: int, now: float,
             stale.append((seen, rank, section, timeout, int(step) if step is not None else None))
     if not stale:
         return None
-    seen, first, section, timeout, step = min(stale)
+    # The lowest step first, then the oldest heartbeat: a hint only, since a rank writes at most
+    # once per interval and the ranks waiting for a stuck one stop reporting too.
+    seen, first, section, timeout, step = min(stale, key=lambda s: (
+        s[4] if s[4] is not None else -1, s[0], s[1]))
     return Hang(section=section, ranks=sorted(r for _, r, *_ in stale), first=first,
                 timeout_s=timeout, step=step)

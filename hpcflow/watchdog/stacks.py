@@ -65,6 +65,14 @@ def _proc_state(pid: int) -> str:
     return text.rsplit(")", 1)[-1].split()[0]
 
 
+def stopped_ranks(beats: Mapping[int, Mapping[str, Any]], job_id: str) -> list[int]:
+    """Ranks on this host whose process is stopped (state ``T``, e.g. by SIGSTOP), ascending.
+    Ranks on other nodes are not looked at."""
+    return sorted(r for r, b in beats.items()
+                  if not _on_host(str(b.get("host", "")), job_id, [])
+                  and _proc_state(int(b.get("pid", 0))) in ("T", "t"))
+
+
 def collect(beats: Mapping[int, Mapping[str, Any]], heartbeat_dir: Path, job_id: str,
             now: float) -> str:
     """One text with every rank's stacks, each under a header naming the rank, host, pid,

@@ -41,8 +41,9 @@ def test_ranks_in_time_are_not_a_hang() -> None:
     assert find_hang(beats, 2, now=102.0, armed_at=50.0, t=T) is None
 
 
-def test_a_silent_rank_is_a_hang_and_the_oldest_is_named_first() -> None:
-    beats = {0: beat(time=100.0, step=12), 1: beat(time=90.0, step=11), 2: beat(time=100.0)}
+def test_a_silent_rank_is_a_hang_and_the_lowest_step_is_named_first() -> None:
+    beats = {0: beat(time=100.0, step=12), 1: beat(time=90.0, step=11),
+             2: beat(time=100.0, step=12)}
     hang = find_hang(beats, 3, now=106.5, armed_at=50.0, t=T)
     assert hang is not None
     assert (hang.section, hang.ranks, hang.first, hang.step, hang.timeout_s) == (
@@ -63,3 +64,10 @@ def test_checkpoint_section_gets_its_own_timeout() -> None:
     assert find_hang(beats, 2, now=120.0, armed_at=0.0, t=T) is None
     hang = find_hang(beats, 2, now=121.5, armed_at=0.0, t=T)
     assert hang is not None and (hang.section, hang.ranks) == ("checkpoint", [0])
+
+
+def test_lowest_step_wins_over_the_oldest_heartbeat() -> None:
+    # rank 0 wrote its last (throttled) heartbeat earlier, but rank 1 is a step behind
+    beats = {0: beat(time=90.0, step=15), 1: beat(time=95.0, step=14)}
+    hang = find_hang(beats, 2, now=110.0, armed_at=0.0, t=T)
+    assert hang is not None and hang.first == 1 and hang.step == 14

@@ -4,6 +4,9 @@ heartbeats and then blocks is found, its stacks written, the hang recorded."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -11,6 +14,7 @@ from pathlib import Path
 
 from hpcflow import protocol
 from hpcflow.watchdog.__main__ import main
+from hpcflow.watchdog.stacks import stopped_ranks
 
 RANK = """\
 import sys, time
@@ -59,3 +63,20 @@ def test_a_blocked_rank_is_reported_with_its_stacks(tmp_path: Path) -> None:
     assert stacks.startswith("==== rank 0 ")
     assert "stuck_in_a_collective" in stacks
     assert json.loads((beats / "hang.json").read_text())["ranks"] == [0]
+
+
+def test_a_stopped_rank_on_this_host_is_named() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        beats = {0: {"pid": os.getpid(), "host": socket.gethostname()},
+                 1: {"pid": child.pid, "host": socket.gethostname()}}
+        os.kill(child.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while stopped_ranks(beats, "7") != [1]:
+            assert time.monotonic() < deadline, "the stopped child was never seen stopped"
+            time.sleep(0.05)
+        # a rank on another node is not looked at from here
+        assert stopped_ranks({1: {"pid": child.pid, "host": "elsewhere-n9"}}, "7") == []
+    finally:
+        child.kill()
+        child.wait()
