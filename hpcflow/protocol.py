@@ -11,6 +11,9 @@ What crosses the boundary:
   (written by the batch script's trap), the commit file (written by rank 0 after the preemption
   checkpoint is committed) and the joined folder (one file per rank that installed its signal
   handler, so the trap knows the ranks can take the signal);
+- with a ``resilience`` block: each rank's heartbeat file and stacks file (read by the hang
+  watchdog, :mod:`hpcflow.watchdog`), the exception record of a rank that raised, and the
+  ledger events of hangs and in-job restarts;
 - the exit status of a rank that stopped after a committed preemption checkpoint;
 - the tags of the machine-readable lines rank 0 prints (``hpcflow-step {...}``);
 - the rendezvous port rule.
