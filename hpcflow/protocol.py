@@ -11,6 +11,9 @@ What crosses the boundary:
   (written by the batch script's trap), the commit file (written by rank 0 after the preemption
   checkpoint is committed) and the joined folder (one file per rank that installed its signal
   handler, so the trap knows the ranks can take the signal);
+- with a ``resilience`` block: each rank's heartbeat file and stacks file (read by the hang
+  watchdog, :mod:`hpcflow.watchdog`), the exception record of a rank that raised, and the
+  ledger events of hangs and in-job restarts;
 - the exit status of a rank that stopped after a committed preemption checkpoint;
 - the tags of the machine-readable lines rank 0 prints (``hpcflow-step {...}``);
 - the rendezvous port rule.
@@ -36,6 +39,45 @@ ENV_JOINED_DIR = "HPCFLOW_JOINED_DIR"
 ENV_PREEMPT_SIGNAL = "HPCFLOW_PREEMPT_SIGNAL"
 #: The job spec's ``parallelism`` as ``"dp,pp,tp"`` (dp may be -1: the remaining ranks).
 ENV_PARALLELISM = "HPCFLOW_PARALLELISM"
+#: Folder of this step's heartbeats: one ``<rank>.json`` per rank (only with a ``resilience`` block).
+ENV_HEARTBEAT_DIR = "HPCFLOW_HEARTBEAT_DIR"
+#: Least seconds between two heartbeats of one rank inside one section (a new section always
+#: writes one).
+ENV_HEARTBEAT_INTERVAL_S = "HPCFLOW_HEARTBEAT_INTERVAL_S"
+#: Folder where a rank that fails with an exception leaves ``<rank>.json`` (type, step, traceback)
+#: and ``<rank>.sig`` (``<type>@<step>``), so the batch script can tell a repeated error.
+ENV_ERROR_DIR = "HPCFLOW_ERROR_DIR"
+#: The in-job try of this step: 0 for the first ``srun`` of an attempt, 1 after one in-job restart.
+ENV_STEP_TRY = "HPCFLOW_STEP_TRY"
+
+# ---- Resilience (docs/protocol.md, "Hangs and in-job restarts").
+#: The commit record inside a committed ``step_<N>/`` (the same name as
+#: ``hpcflow.runtime.commit.COMMIT_NAME``); the batch script looks for it before an in-job restart.
+COMMIT_RECORD = "hpcflow-commit.json"
+#: Signal on which a rank's ``faulthandler`` writes every thread's Python stack to its stacks
+#: file. Its default action is to ignore it (signal(7)), so it harms no process that did not
+#: register it, and it differs from the preemption signals (USR1/USR2).
+STACKS_SIGNAL = "URG"
+#: Sections a heartbeat names: start-up and restore, a training step, a checkpoint save.
+SECTION_STARTUP = "startup"
+SECTION_STEP = "step"
+SECTION_CHECKPOINT = "checkpoint"
+#: Written when a rank leaves (``Run.close``); timed like start-up.
+SECTION_END = "end"
+SECTIONS = (SECTION_STARTUP, SECTION_STEP, SECTION_CHECKPOINT, SECTION_END)
+#: Ledger event the watchdog appends when ranks stopped reporting: ``section``, ``ranks``
+#: (those whose heartbeat is stale), ``timeout_s``, ``stacks`` (file under the run directory).
+EVENT_HANG = "hang"
+#: Ledger event the batch script appends before it starts a new step in the same allocation:
+#: ``try``, ``rc``, ``cause`` (``hang``, ``rank_failure``, ``program_error``), ``step``.
+EVENT_STEP_RESTART = "step_restart"
+#: Ledger event the batch script appends when a rank failed with an exception: ``exception``
+#: (``<type>@<step>``), ``traceback`` (file under the run directory), ``repeated``.
+EVENT_PROGRAM_ERROR = "program_error"
+#: Job-end reason: the same exception at the same step ended two steps in a row.
+REASON_PROGRAM_ERROR = "program_error"
+#: Job-end reason: the step failed and ``resilience.max_failures`` restarts were used.
+REASON_FAILURE_LIMIT = "failure_limit"
 
 # ---- The run directory's state folder.
 STATE_DIR = ".hpcflow"
@@ -101,6 +143,22 @@ def notice_name(job_id: str) -> str:
     before it sends USR1; the trap reads and removes it. Without one the deadline is the time
     limit."""
     return f"notice-{job_id}"
+
+
+def heartbeat_name(job_id: str, restart: int, try_: int | str) -> str:
+    """Folder of one step's heartbeats (``heartbeat-<job>-<restart>-<try>``)."""
+    return f"heartbeat-{attempt_suffix(job_id, restart)}-{try_}"
+
+
+def errors_name(job_id: str, restart: int, try_: int | str) -> str:
+    """Folder where failing ranks of one step leave their exception (``errors-<job>-<restart>-<try>``)."""
+    return f"errors-{attempt_suffix(job_id, restart)}-{try_}"
+
+
+def stacks_name(job_id: str, restart: int, try_: int | str) -> str:
+    """File of one step's hang report in the run directory (``hang-<job>-<restart>-<try>.txt``):
+    every rank's Python stacks."""
+    return f"hang-{attempt_suffix(job_id, restart)}-{try_}.txt"
 
 
 def port_for_job_number(job_number: int) -> int:

@@ -53,7 +53,7 @@ main() {
   esac
   install_system_packages "${dev}"
   if [[ "${dev}" == 1 ]]; then
-    install_python "train,aws,ssh,hf,lightning,dev"
+    install_python "train,aws,ssh,hf,lightning,resilience,dev"
   else
     install_python "train"
   fi

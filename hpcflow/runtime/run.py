@@ -43,6 +43,10 @@ from typing import Any
 from hpcflow.errors import CheckpointError, HpcflowError
 from hpcflow.protocol import (
     EXIT_PREEMPTED,
+    SECTION_CHECKPOINT,
+    SECTION_END,
+    SECTION_STARTUP,
+    SECTION_STEP,
     TAG_CHECKPOINT,
     TAG_PREEMPTED,
     TAG_RESUME,
@@ -51,6 +55,7 @@ from hpcflow.protocol import (
 )
 from hpcflow.runtime import dist as hdist
 from hpcflow.runtime.env import DistEnv, dist_env_from
+from hpcflow.runtime.heartbeat import Heartbeat, record_error
 from hpcflow.runtime.lines import emit, log
 from hpcflow.runtime.preemption import PreemptionMonitor
 from hpcflow.runtime.runconfig import RunConfig
@@ -84,7 +89,8 @@ class Run:
     """
 
     def __init__(self, env: DistEnv, config: RunConfig, monitor: PreemptionMonitor,
-                 backend: str, *, async_save: bool = False, rng: bool = True) -> None:
+                 backend: str, *, async_save: bool = False, rng: bool = True,
+                 heartbeat: Heartbeat | None = None) -> None:
         from hpcflow.runtime.checkpoint import CheckpointManager
 
         self.env = env
@@ -97,6 +103,7 @@ class Run:
         self.step = 0
         self._last_saved: int | None = None
         self._last_boundary = time.monotonic()
+        self.heartbeat = heartbeat  # only under a resilience block (HPCFLOW_HEARTBEAT_DIR)
         self.ckpt = None
         if config.checkpoint_dir is not None:
             self.ckpt = CheckpointManager(
@@ -165,6 +172,9 @@ class Run:
             config = replace(config, **overrides)
         monitor = PreemptionMonitor(config.preempt_flag, config.preempt_signal)
         monitor.announce(config.joined_dir, env.rank)
+        heartbeat = Heartbeat.from_environ(environ, env.rank)
+        if heartbeat is not None:
+            heartbeat.beat(SECTION_STARTUP, 0)
         if torch_env:
             os.environ.update({
                 "RANK": str(env.rank), "WORLD_SIZE": str(env.world_size),
@@ -181,7 +191,8 @@ class Run:
             "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
             "job_id": env.job_id, "restart_count": env.restart_count,
         })
-        return cls(env, config, monitor, backend, async_save=async_save, rng=rng)
+        return cls(env, config, monitor, backend, async_save=async_save, rng=rng,
+                   heartbeat=heartbeat)
 
     # ---- the loop's three calls
 
@@ -223,6 +234,7 @@ class Run:
             before_load(latest)
         self.ckpt.load(latest, {"app": self._app(state, restore_rng=same_world)})
         self.step = self._last_saved = latest
+        self._beat(SECTION_STEP)
         emit(self.env, TAG_RESUME, {"step": latest})
         self._last_boundary = time.monotonic()
         return latest
@@ -237,6 +249,9 @@ class Run:
         """Rank 0 prints ``hpcflow-step`` with the time since the previous boundary (local)."""
         now = time.monotonic()
         self.step = step
+        if self.heartbeat is not None:
+            self.heartbeat.step_time(now - self._last_boundary)
+            self._beat(SECTION_STEP)
         emit(self.env, TAG_STEP, {"step": step, "step_time_s": now - self._last_boundary,
                                   **dict(metrics or {})})
         self._last_boundary = now
@@ -290,10 +305,14 @@ class Run:
         if self._last_saved == step and self.ckpt.in_flight != step:
             return  # committed already
         started = time.monotonic()
+        self._beat(SECTION_CHECKPOINT)
         self.ckpt.save(step, {"app": self._app(state)}, blocking=blocking)
         self._last_saved = step
+        self._beat(SECTION_STEP)
         if blocking:
             save_s = time.monotonic() - started
+            if self.heartbeat is not None:
+                self.heartbeat.save_time(save_s)
             self._report_async(self.ckpt.poll())
             emit(self.env, TAG_CHECKPOINT,
                  {"step": step, "reason": reason, "save_s": save_s, "async": False})
@@ -319,6 +338,7 @@ class Run:
                 group, on a loaded machine). ``__exit__`` passes False after an exception, when
                 other ranks may be gone.
         """
+        self._beat(SECTION_END)
         if self.ckpt is not None:
             self._report_async(self.ckpt.wait())
             self.ckpt.close()
@@ -326,6 +346,8 @@ class Run:
             hdist.barrier()
             time.sleep(_SETTLE_S)  # the GIL is free: a worker that needs it takes it now
         hdist.shutdown()
+        if self.heartbeat is not None:
+            self.heartbeat.close()
 
     def __enter__(self) -> Run:
         return self
@@ -337,6 +359,8 @@ class Run:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(EXIT_PREEMPTED)
+        if exc is not None and not isinstance(exc, SystemExit):
+            record_error(os.environ, self.env.rank, self.step, exc)
         self.close(together=exc is None)
 
     # ---- internals
@@ -363,6 +387,10 @@ class Run:
         emit(self.env, TAG_PREEMPTED, {"step": step})
         hdist.barrier()
         raise Preempted(step)
+
+    def _beat(self, section: str) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.beat(section, self.step)
 
     def _report_async(self, result: Any) -> None:
         if result is not None:

@@ -31,7 +31,12 @@ _FILES = {
     "committed": protocol.committed_name("${hpcflow_job_id}", "${hpcflow_restart}"),
     "joined": protocol.joined_name("${hpcflow_job_id}", "${hpcflow_restart}"),
     "notice": protocol.notice_name("${hpcflow_job_id}"),
+    "heartbeat": protocol.heartbeat_name("${hpcflow_job_id}", "${hpcflow_restart}", "${hpcflow_try}"),
+    "errors": protocol.errors_name("${hpcflow_job_id}", "${hpcflow_restart}", "${hpcflow_try}"),
 }
+_EVENTS = {"step_restart": protocol.EVENT_STEP_RESTART, "program_error": protocol.EVENT_PROGRAM_ERROR}
+_REASONS = {"program_error": protocol.REASON_PROGRAM_ERROR,
+            "failure_limit": protocol.REASON_FAILURE_LIMIT}
 
 # sbatch parses "#SBATCH" lines itself (not with a shell): double quotes group a value with
 # spaces, a backslash escapes the next character, '#' outside quotes starts a comment.
@@ -138,6 +143,21 @@ def program_words(spec: JobSpec, python: str) -> list[str]:
     return list(prog.argv or [])
 
 
+def watchdog_options(spec: JobSpec) -> list[str]:
+    """The watchdog's timeout options (``python -m hpcflow.watchdog``) from
+    ``resilience.timeouts``; empty without a ``resilience`` block."""
+    if spec.resilience is None:
+        return []
+    t = spec.resilience.timeouts
+    words = [f"--startup-s={t.startup_s}", f"--checkpoint-s={t.checkpoint_s}",
+             f"--step-floor-s={t.step_floor_s}", f"--step-factor={t.step_factor}",
+             f"--warmup-steps={t.warmup_steps}",
+             f"--interval-s={spec.resilience.heartbeat_interval_s}"]
+    if t.step_s is not None:
+        words.append(f"--step-s={t.step_s}")
+    return words
+
+
 @functools.lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -201,5 +221,11 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
         "python": interpreter,
         "srun_options": srun_options(spec),
         "program_words": program_words(spec, interpreter),
+        "resilience": spec.resilience,
+        "watchdog_python": python or sys.executable,
+        "watchdog_options": watchdog_options(spec),
+        "events": _EVENTS,
+        "reasons": _REASONS,
+        "commit_name": protocol.COMMIT_RECORD,
     }
     return _environment().get_template(TEMPLATE).render(**context)

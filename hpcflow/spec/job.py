@@ -54,6 +54,7 @@ from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's pub
     PreemptionSpec,
     ProgramSpec,
 )
+from hpcflow.spec.job_resilience import ResilienceSpec
 from hpcflow.spec.loading import (
     apply_overrides,
     keep_literal_scalars,
@@ -137,6 +138,9 @@ class JobSpec(_Model):
     network: NetworkSpec | None = Field(
         default=None,
         description="Instance type and aws-ofi-nccl version: the job exports the NCCL/EFA preset.",
+    )
+    resilience: ResilienceSpec | None = Field(
+        default=None, description="Hang watchdog and in-job restarts; absent: neither.",
     )
     parallelism: ParallelismSpec | None = Field(
         default=None,

@@ -61,6 +61,9 @@ SPECS = {
     "torchrun-argv": job(launcher="torchrun", program={"argv": ["/opt/bin/train.sh", "--x"]}),
     "srun-spot-watch": job(preemption={"spot_watch": True}),
     "srun-s3-mirror": job(checkpoint={"keep": 2, "s3_uri": "s3://ckpt-bucket/runs/it's"}),
+    "srun-resilience": job(resilience={"max_in_job_restarts": 1, "max_failures": 2,
+                                       "timeouts": {"step_floor_s": 20, "step_s": 90}}),
+    "srun-resilience-no-watchdog": job(resilience={"watchdog": False}),
 }
 
 

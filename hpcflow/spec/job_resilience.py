@@ -1,0 +1,83 @@
+"""The ``resilience`` block of a job spec: hang detection and in-job restarts
+(docs/protocol.md, "Hangs and in-job restarts"). Without the block the batch script runs one step
+per attempt, as before."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from hpcflow.spec.job_fields import StrictInt, _Model
+
+#: A day: no section of a sane job waits longer without a heartbeat.
+MAX_TIMEOUT_S = 86_400
+#: Restarts within one allocation, and failures over the whole job: far above any useful count.
+MAX_RESTARTS = 1000
+
+
+class TimeoutsSpec(_Model):
+    """Seconds a rank may go without a heartbeat in each section before the step counts as hung."""
+
+    startup_s: StrictInt = Field(
+        default=600, ge=1, le=MAX_TIMEOUT_S,
+        description="Start-up and restore (until the first step boundary), and leaving.",
+    )
+    checkpoint_s: StrictInt = Field(
+        default=600, ge=1, le=MAX_TIMEOUT_S,
+        description="A blocking checkpoint save (at least step_factor x the longest save seen).",
+    )
+    step_s: StrictInt | None = Field(
+        default=None, ge=1, le=MAX_TIMEOUT_S,
+        description="A training step, fixed; default: derived from the observed step times.",
+    )
+    step_floor_s: StrictInt = Field(
+        default=60, ge=1, le=MAX_TIMEOUT_S,
+        description="Least derived step timeout: max(step_factor x p99 step time, this).",
+    )
+    step_factor: float = Field(
+        default=3.0, ge=1.0, le=100.0,
+        description="Multiple of the p99 step time (and of the longest save) that is a hang.",
+    )
+    warmup_steps: StrictInt = Field(
+        default=10, ge=1, le=1_000_000,
+        description="Steps every rank times before the step timeout is derived (startup_s until then).",
+    )
+
+
+class ResilienceSpec(_Model):
+    """Hang detection and in-job restarts inside the allocation."""
+
+    watchdog: bool = Field(
+        default=True,
+        description="Run the hang watchdog beside each step (ranks send heartbeats).",
+    )
+    heartbeat_interval_s: StrictInt = Field(
+        default=2, ge=1, le=600,
+        description="Least seconds between two heartbeats of a rank inside one section.",
+    )
+    timeouts: TimeoutsSpec = Field(default=TimeoutsSpec(), description="Per-section timeouts.")
+    max_in_job_restarts: StrictInt = Field(
+        default=2, ge=0, le=MAX_RESTARTS,
+        description=(
+            "New steps in the same allocation after a failed one (a rank died, a hang), while a "
+            "committed checkpoint exists."
+        ),
+    )
+    max_failures: StrictInt = Field(
+        default=3, ge=0, le=MAX_RESTARTS,
+        description=(
+            "Failures over the whole job (all attempts) that may be restarted; counted apart "
+            "from preemption.max_requeues."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _timeouts_cover_heartbeats(self) -> ResilienceSpec:
+        """A section's timeout must exceed the heartbeat interval, or every rank looks hung."""
+        t = self.timeouts
+        for name in ("startup_s", "checkpoint_s", "step_s", "step_floor_s"):
+            value = getattr(t, name)
+            if value is not None and value <= self.heartbeat_interval_s:
+                raise ValueError(
+                    f"timeouts.{name}={value} must exceed heartbeat_interval_s="
+                    f"{self.heartbeat_interval_s}: a rank writes a heartbeat at most that often")
+        return self

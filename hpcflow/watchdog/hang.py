@@ -1,0 +1,106 @@
+"""Deciding that a step hangs, from the ranks' heartbeats (docs/protocol.md, "Hangs and in-job
+restarts"). Pure: the caller reads the files and the clock.
+
+Each section has its own timeout (seconds without a new heartbeat):
+
+- ``startup`` (joining, restoring, up to the first step boundary) and ``end`` (leaving):
+  ``startup_s``;
+- ``checkpoint`` (a blocking save): ``max(checkpoint_s, factor x the longest save seen)``;
+- ``step``: ``step_s`` when the spec sets it; else, once every rank has timed ``warmup_steps``
+  steps, ``max(factor x p99 step time, step_floor_s)`` (the p99 is the largest of the ranks'
+  own p99 over their last steps); before that warm-up, ``startup_s``.
+
+A rank is stale when its last heartbeat is older than its section's timeout plus the heartbeat
+interval (a rank writes at most once per interval inside a section). A rank that never wrote one
+is stale ``startup_s`` after the first heartbeat of any rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hpcflow.protocol import SECTION_CHECKPOINT, SECTION_STARTUP, SECTION_STEP
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The watchdog's settings (seconds; ``resilience.timeouts`` in the job spec)."""
+
+    startup_s: float = 600.0
+    checkpoint_s: float = 600.0
+    step_floor_s: float = 60.0
+    step_factor: float = 3.0
+    warmup_steps: int = 10
+    step_s: float | None = None
+    interval_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class Hang:
+    """A hang: ``first`` is the stale rank at the lowest step (then the oldest heartbeat; a hint,
+    not proof), ``section``, ``timeout_s`` and ``step`` are its; ``ranks`` are every rank whose
+    heartbeat is stale, ascending."""
+
+    section: str
+    ranks: list[int]
+    first: int
+    timeout_s: float
+    step: int | None
+
+
+def step_timeout(beats: Mapping[int, Mapping[str, Any]], t: Timeouts) -> float:
+    """The step section's timeout in seconds for these heartbeats (see the module docstring)."""
+    if t.step_s is not None:
+        return t.step_s
+    timed = [int(b.get("steps_timed") or 0) for b in beats.values()]
+    p99s = [float(b["step_p99_s"]) for b in beats.values() if b.get("step_p99_s") is not None]
+    if not timed or min(timed) < t.warmup_steps or not p99s:
+        return t.startup_s
+    return max(t.step_factor * max(p99s), t.step_floor_s)
+
+
+def section_timeout(section: str, beats: Mapping[int, Mapping[str, Any]], t: Timeouts) -> float:
+    """Seconds a rank in ``section`` may go without a heartbeat."""
+    if section == SECTION_STEP:
+        return step_timeout(beats, t)
+    if section == SECTION_CHECKPOINT:
+        saves = [float(b.get("save_max_s") or 0.0) for b in beats.values()]
+        return max(t.checkpoint_s, t.step_factor * max(saves, default=0.0))
+    return t.startup_s
+
+
+def find_hang(beats: Mapping[int, Mapping[str, Any]], ntasks: int, now: float,
+              armed_at: float, t: Timeouts) -> Hang | None:
+    """The hang among ``ntasks`` ranks, or ``None`` while every rank reports in time.
+
+    Args:
+        beats: rank -> its last heartbeat (``section``, ``time`` in Unix seconds, ``step``,
+            ``steps_timed``, ``step_p99_s``, ``save_max_s``); ranks may be missing.
+        ntasks: the ranks expected (0..ntasks-1).
+        now: Unix time in seconds.
+        armed_at: Unix time of the first heartbeat seen from any rank.
+        t: the timeouts.
+    """
+    stale: list[tuple[float, int, str, float, int | None]] = []
+    for rank in range(ntasks):
+        beat = beats.get(rank)
+        if beat is None:
+            if now - armed_at > t.startup_s + t.interval_s:
+                stale.append((armed_at, rank, SECTION_STARTUP, t.startup_s, None))
+            continue
+        section = str(beat.get("section", SECTION_STARTUP))
+        timeout = section_timeout(section, beats, t)
+        seen = float(beat.get("time", 0.0))
+        if now - seen > timeout + t.interval_s:
+            step = beat.get("step")
+            stale.append((seen, rank, section, timeout, int(step) if step is not None else None))
+    if not stale:
+        return None
+    # The lowest step first, then the oldest heartbeat: a hint only, since a rank writes at most
+    # once per interval and the ranks waiting for a stuck one stop reporting too.
+    seen, first, section, timeout, step = min(stale, key=lambda s: (
+        s[4] if s[4] is not None else -1, s[0], s[1]))
+    return Hang(section=section, ranks=sorted(r for _, r, *_ in stale), first=first,
+                timeout_s=timeout, step=step)

@@ -1,0 +1,62 @@
+"""The job spec's resilience block: defaults and refusals that name the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from hpcflow.slurm.render import watchdog_options
+from hpcflow.spec.job import JobSpec
+
+
+def job(**changes: Any) -> JobSpec:
+    data: dict[str, Any] = {"name": "t", "time_limit": "00:10:00", "run_dir": "/tmp/r",
+                            "program": {"module": "m"}}
+    data.update(changes)
+    return JobSpec.model_validate(data)
+
+
+def test_absent_block_means_no_watchdog() -> None:
+    spec = job()
+    assert spec.resilience is None and watchdog_options(spec) == []
+
+
+def test_defaults_and_options() -> None:
+    spec = job(resilience={"timeouts": {"step_s": 30}})
+    r = spec.resilience
+    assert r is not None and (r.max_in_job_restarts, r.max_failures, r.watchdog) == (2, 3, True)
+    assert watchdog_options(spec) == [
+        "--startup-s=600", "--checkpoint-s=600", "--step-floor-s=60", "--step-factor=3.0",
+        "--warmup-steps=10", "--interval-s=2", "--step-s=30"]
+
+
+@pytest.mark.parametrize(("block", "where", "what"), [
+    pytest.param({"max_in_job_restarts": -1}, "max_in_job_restarts", "greater than or equal to 0",
+                 id="negative-restarts"),
+    pytest.param({"timeouts": {"step_factor": 0.5}}, "step_factor", "greater than or equal to 1",
+                 id="factor-below-1"),
+    pytest.param({"timeouts": {"bogus": 1}}, "bogus", "Extra inputs", id="unknown-key"),
+    pytest.param({"heartbeat_interval_s": 10, "timeouts": {"step_floor_s": 10}},
+                 "resilience", "timeouts.step_floor_s=10 must exceed heartbeat_interval_s=10",
+                 id="timeout-not-above-interval"),
+])
+def test_bad_values_are_refused_naming_the_field(block: dict, where: str, what: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        job(resilience=block)
+    text = str(info.value)
+    assert where in text and what in text
+
+
+def test_the_example_block_in_the_protocol_doc_is_a_valid_spec() -> None:
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "protocol.md").read_text()
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if "resilience:" in b]
+    assert len(blocks) == 1
+    spec = job(**yaml.safe_load(blocks[0]))
+    assert spec.resilience is not None and spec.resilience.timeouts.step_floor_s == 30

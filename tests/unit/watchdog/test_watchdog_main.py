@@ -1,0 +1,82 @@
+"""The watchdog end to end on this machine, without Slurm: a real rank process that sends
+heartbeats and then blocks is found, its stacks written, the hang recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hpcflow import protocol
+from hpcflow.watchdog.__main__ import main
+from hpcflow.watchdog.stacks import stopped_ranks
+
+RANK = """\
+import sys, time
+from pathlib import Path
+from hpcflow.runtime.heartbeat import Heartbeat
+
+def stuck_in_a_collective():
+    time.sleep(120)
+
+hb = Heartbeat(Path(sys.argv[1]), 0, interval_s=0.2)
+hb.beat("startup", 0)
+for step in range(1, 8):
+    time.sleep(0.05)
+    hb.step_time(0.05)
+    hb.beat("step", step)
+Path(sys.argv[1], "ready").touch()
+stuck_in_a_collective()
+"""
+
+
+def test_a_blocked_rank_is_reported_with_its_stacks(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    beats = protocol.state_dir(run_dir) / protocol.heartbeat_name("7", 0, 0)
+    beats.mkdir(parents=True)
+    rank = subprocess.Popen([sys.executable, "-c", RANK, str(beats)])
+    try:
+        deadline = time.monotonic() + 30
+        while not (beats / "ready").exists():
+            assert rank.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        started = time.monotonic()
+        assert main(["--heartbeat-dir", str(beats), "--ntasks", "1", "--run-dir", str(run_dir),
+                     "--job-id", "7", "--startup-s", "20", "--step-floor-s", "1",
+                     "--warmup-steps", "3", "--interval-s", "0.2", "--poll-s", "0.2"]) == 0
+        waited = time.monotonic() - started
+    finally:
+        rank.kill()
+        rank.wait()
+    assert waited < 15  # the derived step timeout (1 s floor), not the 20 s start-up one
+    (event,) = [json.loads(line) for line in
+                protocol.ledger_path(run_dir).read_text().splitlines()]
+    assert event["event"] == "hang" and event["section"] == "step" and event["ranks"] == [0]
+    # the last heartbeat written: steps inside one interval are not all written
+    assert event["timeout_s"] == 1.0 and 3 <= event["step"] <= 7
+    stacks = (run_dir / event["stacks"]).read_text()
+    assert stacks.startswith("==== rank 0 ")
+    assert "stuck_in_a_collective" in stacks
+    assert json.loads((beats / "hang.json").read_text())["ranks"] == [0]
+
+
+def test_a_stopped_rank_on_this_host_is_named() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        beats = {0: {"pid": os.getpid(), "host": socket.gethostname()},
+                 1: {"pid": child.pid, "host": socket.gethostname()}}
+        os.kill(child.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while stopped_ranks(beats, "7") != [1]:
+            assert time.monotonic() < deadline, "the stopped child was never seen stopped"
+            time.sleep(0.05)
+        # a rank on another node is not looked at from here
+        assert stopped_ranks({1: {"pid": child.pid, "host": "elsewhere-n9"}}, "7") == []
+    finally:
+        child.kill()
+        child.wait()
