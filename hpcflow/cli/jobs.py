@@ -148,6 +148,10 @@ def _follow(job_id: str) -> None:
         sys.stdout.write(chunk)
         sys.stdout.flush()
     st = service.job_status(job_id)
+    if st.ending == "held":
+        click.echo(f"hpcflow: job {job_id} is {st.reason}; not following a job that cannot run",
+                   err=True)
+        raise SystemExit(1)
     click.echo(f"hpcflow: job {job_id} {st.state} (exit {st.exit_code}, attempts {st.attempts})",
                err=True)
     if st.state != "COMPLETED":

@@ -96,6 +96,7 @@ class Run:
         self.rng = rng
         self.step = 0
         self._last_saved: int | None = None
+        self._done = False  # the final checkpoint is committed and the done record written
         self._last_boundary = time.monotonic()
         self.ckpt = None
         if config.checkpoint_dir is not None:
@@ -300,12 +301,23 @@ class Run:
 
     def finish(self, state: Mapping[str, Any] | None = None) -> None:
         """End of training: wait for a background save and, given ``state``, save the final
-        step if it is not saved yet (collective)."""
+        step if it is not saved yet (collective).
+
+        Once the final step is committed, inside an hpcflow job rank 0 writes the done record
+        (docs/protocol.md, "Ending kinds") and leaving the ``with`` block then ends every rank
+        together with status 0 (a barrier, then exit without tearing the process group down):
+        code after the ``with`` block does not run."""
         if self.ckpt is None:
             return
         self._report_async(self.ckpt.wait())
         if state is not None and self._last_saved != self.step:
             self.save(self.step, state, reason="final")
+        if self._last_saved == self.step:
+            from hpcflow.runtime.exits import write_done
+
+            self._done = write_done(self.config.run_dir, self.env, self.step)
+            if self._done and hdist.is_distributed():
+                hdist.barrier()  # every rank knows the record is written before any leaves
 
     def close(self, *, together: bool = True) -> None:
         """Wait for any background save, then leave the process group (idempotent).
@@ -331,6 +343,13 @@ class Run:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        from hpcflow.runtime.exits import exit_status_of, leave_done, record_exit
+
+        status, reason = (0, "done") if exc is None and self._done else exit_status_of(exc)
+        record_exit(self.config.run_dir, self.env.job_id, self.env.restart_count,
+                    self.env.rank, status, reason)
+        if exc is None and self._done:
+            leave_done(self.env, self.ckpt)  # every rank together, status 0; never returns
         if isinstance(exc, Preempted):
             # Leave now: under srun --kill-on-bad-exit the first rank out makes srun kill the
             # others, so the ranks must leave within milliseconds of each other (srun(1)).

@@ -31,6 +31,8 @@ _FILES = {
     "committed": protocol.committed_name("${hpcflow_job_id}", "${hpcflow_restart}"),
     "joined": protocol.joined_name("${hpcflow_job_id}", "${hpcflow_restart}"),
     "notice": protocol.notice_name("${hpcflow_job_id}"),
+    "exits": protocol.exits_name("${hpcflow_job_id}", "${hpcflow_restart}"),
+    "done": protocol.done_name("${hpcflow_job_id}", "${hpcflow_restart}"),
 }
 
 # sbatch parses "#SBATCH" lines itself (not with a shell): double quotes group a value with
@@ -188,6 +190,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
             if spec.parallelism is not None else ""
         ),
         "files": _FILES,
+        "exit_preempted": protocol.EXIT_PREEMPTED,
         "signal_lead_s": spec.preemption.signal_lead_s,
         "env": sorted(spec.env.items()),
         "network_preset": network_preset(spec),
