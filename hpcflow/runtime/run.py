@@ -97,6 +97,7 @@ class Run:
         self.step = 0
         self._last_saved: int | None = None
         self._done = False  # the final checkpoint is committed and the done record written
+        self._async_pending: int | None = None  # a background save not yet known committed
         self._last_boundary = time.monotonic()
         self.ckpt = None
         if config.checkpoint_dir is not None:
@@ -250,7 +251,10 @@ class Run:
         saves when the interval is due, and, when any rank was asked to stop, saves and commits
         the checkpoint of ``step`` and raises :class:`Preempted`.
 
-        Cost: one all-reduce of one integer and one ``stat`` of the flag file; a save when due.
+        Cost: one all-reduce of one integer and one ``stat`` of the flag file; a save when due;
+        while a background save is being written, one more all-reduce of two integers (its
+        failure is then known on every rank at the next boundary, reported, and the step saved
+        again in line; a second failure raises).
 
         Raises:
             Preempted: the preemption checkpoint is committed; let it propagate.
@@ -259,6 +263,10 @@ class Run:
         """
         self.report_step(step, metrics)
         stop = self.should_stop()
+        if self._async_pending is not None:
+            from hpcflow.runtime.async_guard import check_async
+
+            check_async(self, step, state)  # a failed background save: reported, saved again
         if self.ckpt is not None:
             self._report_async(self.ckpt.poll())
         if stop and self.ckpt is None:
@@ -293,6 +301,7 @@ class Run:
         started = time.monotonic()
         self.ckpt.save(step, {"app": self._app(state)}, blocking=blocking)
         self._last_saved = step
+        self._async_pending = None if blocking else step
         if blocking:
             save_s = time.monotonic() - started
             self._report_async(self.ckpt.poll())
