@@ -66,11 +66,13 @@ def describe(kind: str) -> str:
     return P.ENDING_KINDS.get(kind, kind)
 
 
-def rank_detail(step_end: Mapping[str, Any] | None) -> str:
+def rank_detail(step_end: Mapping[str, Any] | None, *, killed: bool = False) -> str:
     """What the ranks' own exit records say about a step (``step_end`` event), or ``""``.
 
     E.g. ``first failure: rank 1 exited with status 5 (<the error of that rank>)`` or
-    ``rank(s) 2 left no exit record (killed by a signal); srun reported 137``.
+    ``rank(s) 2 left no exit record (killed by a signal); srun reported 137``. Ranks without a
+    record are named when some rank has one, or when ``killed`` (the batch script found that
+    ranks of a program that joined the protocol died of a signal).
     """
     if not step_end:
         return ""
@@ -83,7 +85,7 @@ def rank_detail(step_end: Mapping[str, Any] | None) -> str:
     missing = step_end.get("missing")
     exited = int(step_end.get("ranks_exited") or 0)
     count = int(step_end.get("ranks_missing") or 0)
-    if count and exited and isinstance(missing, list):
+    if count and (exited or killed) and isinstance(missing, list):
         shown = ",".join(str(r) for r in missing) + ("..." if count > len(missing) else "")
         parts.append(f"rank(s) {shown} left no exit record (killed by a signal)")
     if parts and "rc" in step_end:
@@ -107,7 +109,7 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
             reason = str(ev.get("reason", "")) if kind == "job_end" else (
                 P.REASON_REQUEUED_NO_CHECKPOINT if ev.get("checkpoint") is False else "requeue")
             detail = reason if reason not in ("completed", "requeue") else ""
-            ranks = rank_detail(last_step_end)
+            ranks = rank_detail(last_step_end, killed=reason == "rank_killed")
             if kind == "job_end" and reason not in ("completed", "completed_after_done"):
                 detail = "; ".join(d for d in (reason, ranks) if d)
             elif reason == "completed_after_done":

@@ -18,13 +18,12 @@ Goodput = training / wall, wall = first submission to the end (or now).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hpcflow import protocol as P
+from hpcflow.jobs.joblog import SRUN_TASK, TIME, read_text, split_log, steps_in
 from hpcflow.protocol import (
     FAILURE_EVENT_KIND,
     REASON_REQUEUED_NO_CHECKPOINT,
@@ -34,11 +33,10 @@ from hpcflow.protocol import (
     TAG_STEP,
 )
 
-_BANNER = re.compile(r"^hpcflow: \S+ job (?P<job>\S+) attempt (?P<attempt>\d+) on ")
-_STAMPED = re.compile(r"^hpcflow: (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) ")
-_TAGGED = re.compile(r"^(hpcflow-[a-z]+) (\{.*\})\s*$")
-_TIME = "hpcflow-time"  # the batch script's own timestamped lines, as split_log gives them
-_PRIVATE = ("step_times", "segments", "segment_lost", "events", "times", "trained_s")
+__all__ = ["AttemptLedger", "Failure", "GoodputReport", "build_report", "load_report",
+           "split_log"]
+_PRIVATE = ("step_times", "segments", "segment_lost", "events", "times", "trained_s",
+            "first_task")
 
 
 @dataclass
@@ -85,6 +83,7 @@ class AttemptLedger:
     segment_lost: list[set[int]] = field(default_factory=list, repr=False)
     events: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
     times: list[float] = field(default_factory=list, repr=False)
+    first_task: str = field(default="", repr=False)  # srun's first "task N: ..." error line
     trained_s: float = field(default=0.0, repr=False)
 
 
@@ -139,38 +138,6 @@ class GoodputReport:
             for private in _PRIVATE:
                 a.pop(private, None)
         return out
-
-
-def split_log(log_text: str, job_id: str) -> dict[int, list[tuple[str, dict[str, Any]]]]:
-    """The tagged lines of each attempt of ``job_id``, keyed by restart count.
-
-    The batch script prints a banner at each attempt start; tagged lines up to the next banner
-    belong to that attempt. Lines of other jobs sharing the log are skipped. The batch script's
-    own timestamped lines come as ``("hpcflow-time", {"time": <unix s>})``.
-    """
-    attempts: dict[int, list[tuple[str, dict[str, Any]]]] = {}
-    current: int | None = None
-    for line in log_text.splitlines():
-        if m := _BANNER.match(line):
-            current = int(m["attempt"]) if m["job"] == job_id else None
-            if current is not None:
-                attempts.setdefault(current, [])
-        if current is None:
-            continue
-        if m := _STAMPED.match(line):
-            try:
-                stamp = datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S%z").timestamp()
-            except ValueError:
-                continue
-            attempts[current].append((_TIME, {"time": stamp}))
-        elif m := _TAGGED.match(line):
-            try:
-                payload = json.loads(m[2])
-            except ValueError:
-                continue
-            if isinstance(payload, dict):
-                attempts[current].append((m[1], payload))
-    return attempts
 
 
 def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[str, Any]],
@@ -237,6 +204,8 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
         att.end = att.end or float(ends[-1]["time"])
         att.outcome = _outcome(ends[-1])
         att.ending, att.detail = ledger_ending(att.events) or ("", "")
+        if att.first_task and att.ending not in (P.ENDING_COMPLETED, P.ENDING_PREEMPTED):
+            att.detail = "; ".join(d for d in (att.detail, f"srun: {att.first_task}") if d)
         return
     if step_ends or running:
         return  # the step's end is recorded; or still running: it ends now, for the totals
@@ -274,8 +243,10 @@ def _fill_from_log(att: AttemptLedger, lines: list[tuple[str, dict[str, Any]]]) 
             att.checkpointing_s += float(payload.get("save_s", 0.0))
         elif tag == TAG_RESUME and "step" in payload and att.resumed_from is None:
             att.resumed_from = int(payload["step"])
-        elif tag == _TIME:
+        elif tag == TIME:
             att.times.append(float(payload["time"]))
+        elif tag == SRUN_TASK and not att.first_task:
+            att.first_task = f"task {payload['task']} on {payload['node']}: {payload['what']}"
     att.segments.append(segment)
     for seg in att.segments:
         att.step_times.update(seg)
@@ -306,7 +277,7 @@ def _failures(attempts: list[AttemptLedger]) -> list[Failure]:
     for att in attempts:
         in_job = [e for e in att.events if e.get("event") in FAILURE_EVENT_KIND]
         last = len(att.segments) - 1
-        for j, (seg, lost) in enumerate(zip(att.segments, att.segment_lost)):
+        for j, (seg, lost) in enumerate(zip(att.segments, att.segment_lost, strict=True)):
             if j < last and j < len(in_job):
                 e = in_job[j]
                 out.append(_failure(att, FAILURE_EVENT_KIND[str(e["event"])],
@@ -377,21 +348,8 @@ def load_report(job_id: str, *, now_s: float | None = None) -> tuple[GoodputRepo
         other = str(sub.get("job_id", ""))
         if other != job_id and float(sub.get("submitted_at", 0) or 0) > submitted_at:
             log = Path(rec.run_dir) / f"{sub.get('name', rec.name)}-{other}.out"
-            later |= _steps_in(_read(log), other)
+            later |= steps_in(read_text(log), other)
     report = build_report(job_id, submitted_at=submitted_at, events=events,
-                          log_text=_read(rec.log_path), alive=alive, later_steps=later,
+                          log_text=read_text(rec.log_path), alive=alive, later_steps=later,
                           now_s=records.now() if now_s is None else now_s)
     return report, [e for e in events if e.get("event") == "signal"]
-
-
-def _read(path: Any) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _steps_in(log_text: str, job_id: str) -> set[int]:
-    """Every step a job's log says it trained."""
-    return {int(p["step"]) for lines in split_log(log_text, job_id).values()
-            for tag, p in lines if tag == TAG_STEP and "step" in p}

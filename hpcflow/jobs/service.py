@@ -19,10 +19,10 @@ from typing import TypeVar
 
 import yaml
 
+from hpcflow import protocol
 from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
 from hpcflow.jobs import records
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
-from hpcflow import protocol
 from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.slurm.render import render_sbatch

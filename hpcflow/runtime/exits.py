@@ -27,8 +27,9 @@ def exit_status_of(exc: BaseException | None) -> tuple[int, str]:
 
     ``None`` -> ``(0, "closed")``; :class:`SystemExit` -> its code; an :class:`HpcflowError`
     -> its ``exit_code`` (a :class:`~hpcflow.errors.CheckpointError` is 5); anything else -> 1.
-    The reason is ``<ExceptionType>: <first line of the message>``, at most :data:`REASON_MAX`
-    characters, without control characters.
+    The reason is ``<ExceptionType>: <first line of the message>`` (``... <last line>`` too
+    when the message holds a traceback), at most :data:`REASON_MAX` characters, without
+    control characters.
     """
     if exc is None:
         return 0, "closed"
@@ -37,8 +38,12 @@ def exit_status_of(exc: BaseException | None) -> tuple[int, str]:
         status = code if isinstance(code, int) else (0 if code is None else 1)
         return status, "preempted" if status == EXIT_PREEMPTED else f"SystemExit: {code}"
     status = exc.exit_code if isinstance(exc, HpcflowError) else 1
-    first = (str(exc).strip().splitlines() or [""])[0]
-    reason = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = type(exc).__name__
+    if len(lines) == 1:
+        reason += f": {lines[0]}"
+    elif lines:  # a message with a traceback in it: what failed is on its last line
+        reason += f": {lines[0][:REASON_MAX // 2]} ... {lines[-1]}"
     return status, "".join(c if c.isprintable() else " " for c in reason)[:REASON_MAX]
 
 

@@ -5,6 +5,7 @@ directory), and ``hpcflow report`` prints them."""
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -21,9 +22,9 @@ def ev(event: str, t: float, restart: int = 0, job: str = "9", **extra: Any) -> 
 
 
 def stamp(t: float) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(T0 + t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+0000")
+    return datetime.fromtimestamp(T0 + t, UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
 
 
 def banner(attempt: int, t: float, job: str = "9") -> str:
