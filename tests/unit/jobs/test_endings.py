@@ -123,3 +123,14 @@ def test_every_reason_the_batch_script_writes_has_a_kind():
     written = set(re.findall(r"hpcflow_reason=([a-z_]+)", template))
     assert written and written <= set(P.REASON_KIND), written - set(P.REASON_KIND)
     assert set(P.REASON_KIND.values()) <= set(P.ENDING_KINDS)
+
+
+def test_the_ending_kinds_table_in_the_docs_is_the_list_in_protocol():
+    doc = (Path(__file__).parents[3] / "docs" / "protocol.md").read_text()
+    section = doc.split("## Ending kinds", 1)[1].split("\n## ", 1)[0]
+    import re
+
+    rows = re.findall(r"^\| `([a-z_]+)` \|", section, re.M)
+    assert rows == list(P.ENDING_KINDS)
+    for reason in P.REASON_KIND:
+        assert f"`{reason}`" in doc, reason
