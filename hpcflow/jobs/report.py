@@ -142,7 +142,7 @@ class GoodputReport:
 
 def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[str, Any]],
                  log_text: str, now_s: float, alive: bool = True,
-                 later_steps: Iterable[int] = ()) -> GoodputReport:
+                 later_steps: Iterable[int] = (), last_ending: str = "") -> GoodputReport:
     """Combine ledger events and log lines into a :class:`GoodputReport`.
 
     Args:
@@ -155,6 +155,8 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
             at its last known time (a node failure, a kill) instead of now.
         later_steps: steps trained by later jobs in the same run directory (a resubmission):
             a step of this job trained again there was lost here.
+        last_ending: the kind Slurm's state gives the job (``cancelled``...), for a last
+            attempt that left no end record.
     """
     tagged = split_log(log_text, job_id)
     attempts: list[AttemptLedger] = []
@@ -168,6 +170,8 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
         _fill_from_log(att, tagged.get(att.restart, []))
         last = i == len(attempts) - 1
         _close(att, attempts[i + 1].start if not last else None, running=last and alive)
+    if attempts and last_ending and not attempts[-1].ending and not alive:
+        attempts[-1].ending = last_ending
     _mark_lost(attempts, set(later_steps))
     ready = submitted_at  # when the job last became ready to run (submit or requeue)
     for att in attempts:
@@ -334,13 +338,13 @@ def load_report(job_id: str, *, now_s: float | None = None) -> tuple[GoodputRepo
     submitted_at = min((float(s["submitted_at"]) for s in subs if "submitted_at" in s),
                        default=rec.submitted_at)
     events = records.job_events(rec.run_dir, job_id)
-    alive = True
+    alive, last_ending = True, ""
     if events and events[-1].get("event") not in ("job_end",):
         from hpcflow.jobs import service
 
         try:
             st = service.job_status(job_id)
-            alive = not (st.finished or st.state == "UNKNOWN")
+            alive, last_ending = not (st.finished or st.state == "UNKNOWN"), st.ending
         except HpcflowError:  # Slurm cannot be asked: count the attempt as running
             alive = True
     later: set[int] = set()
@@ -351,5 +355,6 @@ def load_report(job_id: str, *, now_s: float | None = None) -> tuple[GoodputRepo
             later |= steps_in(read_text(log), other)
     report = build_report(job_id, submitted_at=submitted_at, events=events,
                           log_text=read_text(rec.log_path), alive=alive, later_steps=later,
+                          last_ending=last_ending,
                           now_s=records.now() if now_s is None else now_s)
     return report, [e for e in events if e.get("event") == "signal"]

@@ -128,3 +128,18 @@ def test_report_prints_the_ending_and_the_lost_steps_of_each_failure(slurm, hpcf
     assert data["failures"][0]["lost_steps"] == 5
     assert [a["ending"] for a in data["attempts"]] == ["node_failure", "completed"]
     assert not slurm.calls  # the ledger says the job ended: Slurm is not asked
+
+
+def test_a_cancelled_job_without_end_record_shows_cancelled(slurm, hpcflow, tmp_path):
+    run = tmp_path / "run"
+    records.record_submission(records.JobRecord("9", "j", str(run), T0), "", "")
+    (run / "j-9.out").write_text("\n".join([banner(0, 5), START, *steps(1, 15)]))
+    records.append_jsonl(P.ledger_path(run), ev("attempt_start", 5))
+    # scancel killed the batch script before it could write anything; Slurm says CANCELLED.
+    slurm.answers["scontrol"] = (0, "JobId=9 JobName=j JobState=CANCELLED Reason=None "
+                                    "ExitCode=0:15 Restarts=0\n", "")
+    data = json.loads(hpcflow("report", "9", "--json").output)["data"]
+    (att,) = data["attempts"]
+    assert att["ending"] == P.ENDING_CANCELLED and att["outcome"] == "interrupted"
+    assert att["end"] == T0 + 20  # start + the 15 steps it trained, not now
+    assert data["failures"][0]["kind"] == P.ENDING_CANCELLED
