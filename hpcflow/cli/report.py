@@ -17,7 +17,8 @@ from hpcflow.cli.output import JsonCommand, check_job_id, emit_json, handles_err
 @handles_errors
 def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     """Goodput ledger of a job: pending, startup, training, checkpointing and lost time per
-    attempt, the goodput (training / wall), and an SVG timeline."""
+    attempt, how each attempt ended, every failure with the steps it lost, the goodput
+    (training / wall), and an SVG timeline."""
     from hpcflow.jobs import records
     from hpcflow.jobs.report import load_report
     from hpcflow.jobs.timeline import render_svg
