@@ -77,17 +77,19 @@ def rank_detail(step_end: Mapping[str, Any] | None, *, killed: bool = False) -> 
     if not step_end:
         return ""
     parts = []
-    first = step_end.get("first_failure")
-    if isinstance(first, Mapping):
-        reason = str(first.get("reason", "")).strip()
-        parts.append(f"first failure: rank {first.get('rank')} exited with status "
-                     f"{first.get('rc')}" + (f" ({reason})" if reason else ""))
     missing = step_end.get("missing")
     exited = int(step_end.get("ranks_exited") or 0)
     count = int(step_end.get("ranks_missing") or 0)
     if count and (exited or killed) and isinstance(missing, list):
         shown = ",".join(str(r) for r in missing) + ("..." if count > len(missing) else "")
         parts.append(f"rank(s) {shown} left no exit record (killed by a signal)")
+    first = step_end.get("first_failure")
+    if isinstance(first, Mapping):
+        reason = str(first.get("reason", "")).strip()
+        # After a kill, the others' errors (a closed connection) follow from it.
+        what = "then" if killed else "first failure:"
+        parts.append(f"{what} rank {first.get('rank')} exited with status {first.get('rc')}"
+                     + (f" ({reason})" if reason else ""))
     if parts and "rc" in step_end:
         parts.append(f"srun reported {step_end['rc']}")
     return "; ".join(parts)
