@@ -40,6 +40,11 @@ class SlurmQueryError(HpcflowError):
     exit_code = 4
 
 
+class SlurmUnreachable(SlurmQueryError):
+    """The Slurm controller did not answer a query: slurmctld is down, restarting or cut off
+    ("Unable to contact slurm controller", or no answer within the query timeout)."""
+
+
 class CheckpointError(HpcflowError):
     """A checkpoint could not be written, committed or loaded."""
 

@@ -100,6 +100,59 @@ REASON_REQUEUED_NO_CHECKPOINT = "requeued_no_checkpoint"
 #: batch script) before it sends the warning signal.
 EVENT_SPOT_NOTICE = "spot_notice"
 
+# ---- How a job or an attempt ended (docs/protocol.md, "Ending kinds"). The ledger's job_end
+# ``reason`` words (and the ledger events of in-job failures) map onto these kinds; ``status``
+# and ``report`` show the kind and its description. The one list of kinds: add new ones here.
+ENDING_COMPLETED = "completed"
+ENDING_PREEMPTED = "preempted"
+ENDING_NODE_FAILURE = "node_failure"
+ENDING_RANK_RESTARTED = "rank_restarted"
+ENDING_HANG = "hang"
+ENDING_PROGRAM_ERROR = "program_error"
+ENDING_RANK_KILLED = "rank_killed"
+ENDING_REQUEUE_LIMIT = "requeue_limit"
+ENDING_FAILURE_LIMIT = "failure_limit"
+ENDING_CANCELLED = "cancelled"
+ENDING_HELD = "held"
+ENDING_NOT_REQUEUED = "not_requeued"
+#: kind -> what it means, in the words ``status`` and ``report`` print.
+ENDING_KINDS: dict[str, str] = {
+    ENDING_COMPLETED: "completed: every step trained and the program exited 0, or the final "
+                      "checkpoint was committed and every rank was done",
+    ENDING_PREEMPTED: "warned preemption (time limit or spot): checkpoint committed, requeued",
+    ENDING_NODE_FAILURE: "node failure: the attempt left no end record and Slurm requeued the job",
+    ENDING_RANK_RESTARTED: "rank failure: the step was restarted inside the allocation",
+    ENDING_HANG: "hang: ranks stopped reporting progress",
+    ENDING_PROGRAM_ERROR: "program error: a rank exited with an error",
+    ENDING_RANK_KILLED: "rank killed: a rank died of a signal without recording an exit",
+    ENDING_REQUEUE_LIMIT: "requeue limit reached: checkpoint committed, but no requeue left",
+    ENDING_FAILURE_LIMIT: "failure limit reached: resilience.max_failures failed steps used",
+    ENDING_CANCELLED: "cancelled by the user",
+    ENDING_HELD: "held: Slurm will not start it until `scontrol release <id>`",
+    ENDING_NOT_REQUEUED: "preempted but not requeued (no checkpoint committed, requeue disabled "
+                         "or refused)",
+}
+#: job_end/requeue ``reason`` words the batch script writes -> ending kind.
+REASON_KIND: dict[str, str] = {
+    "completed": ENDING_COMPLETED,
+    "completed_after_done": ENDING_COMPLETED,
+    "requeue": ENDING_PREEMPTED,
+    REASON_REQUEUED_NO_CHECKPOINT: ENDING_PREEMPTED,
+    "failed": ENDING_PROGRAM_ERROR,
+    REASON_PROGRAM_ERROR: ENDING_PROGRAM_ERROR,
+    REASON_FAILURE_LIMIT: ENDING_FAILURE_LIMIT,
+    "rank_killed": ENDING_RANK_KILLED,
+    "requeue_limit": ENDING_REQUEUE_LIMIT,
+    "preempted_no_checkpoint": ENDING_NOT_REQUEUED,
+    "requeue_failed": ENDING_NOT_REQUEUED,
+    "requeue_disabled": ENDING_NOT_REQUEUED,
+}
+#: Ledger events an in-job failure leaves (the step ended, the attempt goes on) -> kind.
+FAILURE_EVENT_KIND: dict[str, str] = {
+    EVENT_HANG: ENDING_HANG,
+    EVENT_STEP_RESTART: ENDING_RANK_RESTARTED,
+}
+
 #: Ports derived from a Slurm job id fall in ``[PORT_BASE, PORT_BASE + PORT_SPAN)``: above the
 #: registered services most nodes run, below the Linux ephemeral range (32768-60999, see
 #: ``/proc/sys/net/ipv4/ip_local_port_range``) so an outgoing connection never holds the port.
@@ -159,6 +212,30 @@ def stacks_name(job_id: str, restart: int, try_: int | str) -> str:
     """File of one step's hang report in the run directory (``hang-<job>-<restart>-<try>.txt``):
     every rank's Python stacks."""
     return f"hang-{attempt_suffix(job_id, restart)}-{try_}.txt"
+
+
+def exits_name(job_id: str, restart: int) -> str:
+    """Folder where each rank records its own exit (``exits-<job>-<restart>/<rank>``): one line
+    ``<status> <unix time in ms> <reason>`` written by the runtime as the rank leaves its
+    :class:`~hpcflow.runtime.run.Run`. A rank killed by a signal leaves no file."""
+    return f"exits-{attempt_suffix(job_id, restart)}"
+
+
+def done_name(job_id: str, restart: int) -> str:
+    """File rank 0 writes once the final checkpoint is committed and every rank has finished
+    training (``done-<job>-<restart>.json``, ``{"step": N, "time": T}``): with it, the batch
+    script ends the job ``completed`` whatever status a rank's teardown gave srun."""
+    return f"done-{attempt_suffix(job_id, restart)}.json"
+
+
+def parse_rank_exit(text: str) -> tuple[int, int, str] | None:
+    """One rank's exit record (see :func:`exits_name`) -> ``(status, time_ms, reason)``, or
+    ``None`` when it is not one (a torn write)."""
+    status, _, rest = text.strip().partition(" ")
+    time_ms, _, reason = rest.partition(" ")
+    if not (status.isdigit() and time_ms.isdigit()):
+        return None
+    return int(status), int(time_ms), reason.strip()
 
 
 def port_for_job_number(job_number: int) -> int:

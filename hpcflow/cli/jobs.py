@@ -28,10 +28,10 @@ def _status_rows(statuses):  # noqa: ANN001, ANN202
         state = st.state + ("" if st.finished else " (not finished)" if st.state in
                             ("REQUEUED", "PREEMPTED", "UNKNOWN") else "")
         yield (st.job_id, st.name, state, st.attempts, st.restarts, _fmt_elapsed(st.elapsed_s),
-               "" if st.exit_code is None else st.exit_code, st.reason)
+               "" if st.exit_code is None else st.exit_code, st.ending, st.reason)
 
 
-COLUMNS = ["job", "name", "state", "attempts", "restarts", "elapsed", "exit", "reason"]
+COLUMNS = ["job", "name", "state", "attempts", "restarts", "elapsed", "exit", "ending", "reason"]
 
 
 @click.command(cls=JsonCommand)
@@ -73,8 +73,8 @@ def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @handles_errors
 def status(job_id: str | None, as_json: bool) -> None:
-    """Show a job's state, attempts, restarts, elapsed time and reason (default: the newest job
-    submitted with hpcflow). A requeued or preempted job is shown as not finished."""
+    """Show a job's state, attempts, restarts, elapsed time, how it ended and why (default: the
+    newest job submitted with hpcflow). A requeued or preempted job is shown as not finished."""
     from hpcflow.jobs import service
 
     job_id = job_id or service.latest_job_id()
@@ -148,6 +148,10 @@ def _follow(job_id: str) -> None:
         sys.stdout.write(chunk)
         sys.stdout.flush()
     st = service.job_status(job_id)
+    if st.ending == "held":
+        click.echo(f"hpcflow: job {job_id} is {st.reason}; not following a job that cannot run",
+                   err=True)
+        raise SystemExit(1)
     click.echo(f"hpcflow: job {job_id} {st.state} (exit {st.exit_code}, attempts {st.attempts})",
                err=True)
     if st.state != "COMPLETED":

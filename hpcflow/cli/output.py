@@ -55,7 +55,16 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
         table.add_column(col, no_wrap=i < no_wrap)
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
-    Console(width=None if sys.stdout.isatty() else pipe_width).print(table)
+    console = Console(width=None if sys.stdout.isatty() else pipe_width)
+    console.on_broken_pipe = _reader_left  # type: ignore[method-assign]
+    console.print(table)
+
+
+def _reader_left() -> None:
+    """rich's own handler exits 1 on a closed pipe; raise instead, so that
+    :func:`handles_errors` ends the command quietly with SIGPIPE's status (141), as for any
+    other write (``hpcflow report J | head``)."""
+    raise BrokenPipeError
 
 
 _TERMINAL_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

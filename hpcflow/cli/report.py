@@ -17,7 +17,8 @@ from hpcflow.cli.output import JsonCommand, check_job_id, emit_json, handles_err
 @handles_errors
 def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     """Goodput ledger of a job: pending, startup, training, checkpointing and lost time per
-    attempt, the goodput (training / wall), and an SVG timeline."""
+    attempt, how each attempt ended, every failure with the steps it lost, the goodput
+    (training / wall), and an SVG timeline."""
     from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.notices import notice_outcomes
     from hpcflow.jobs.report import load_report
@@ -37,15 +38,21 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
         return
     rows = [(a.restart + 1, f"{a.pending_s:.0f}", f"{a.startup_s:.0f}", f"{a.training_s:.0f}",
              f"{a.checkpointing_s:.1f}", f"{a.lost_s:.1f}",
-             "-" if a.first_step is None else f"{a.first_step}-{a.last_step}", a.outcome)
+             "-" if a.first_step is None else f"{a.first_step}-{a.last_step}",
+             a.ending or a.outcome, a.outcome)
             for a in rep.attempts]
     t = rep.totals
     rows.append(("total", f"{t['pending']:.0f}", f"{t['startup']:.0f}", f"{t['training']:.0f}",
-                 f"{t['checkpointing']:.1f}", f"{t['lost']:.1f}", "", ""))
+                 f"{t['checkpointing']:.1f}", f"{t['lost']:.1f}", "", "", ""))
     goodput = "n/a" if rep.goodput is None else f"{100 * rep.goodput:.1f}%"
     print_table(f"job {job_id}: goodput {goodput} of {rep.wall_s:.0f} s wall",
                 ["attempt", "pending s", "startup s", "training s", "ckpt s", "lost s", "steps",
-                 "outcome"], rows)
+                 "ending", "outcome"], rows)
+    if rep.failures:
+        print_table("failures", ["attempt", "kind", "lost steps", "lost s", "steps lost",
+                                 "detail"],
+                    [(f.attempt, f.kind, f.lost_steps, f"{f.lost_s:.1f}", f.steps or "-",
+                      f.detail) for f in rep.failures])
     for n in notices:
         click.echo(n.line())
     if mirror is not None:

@@ -19,15 +19,25 @@ nodes = training / (wall - pending): the queue (and the requeue delay Slurm impo
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hpcflow.protocol import REASON_REQUEUED_NO_CHECKPOINT, TAG_CHECKPOINT, TAG_RESUME, TAG_STEP
+from hpcflow import protocol as P
+from hpcflow.jobs.joblog import SRUN_TASK, TIME, read_text, split_log, steps_in
+from hpcflow.protocol import (
+    FAILURE_EVENT_KIND,
+    REASON_REQUEUED_NO_CHECKPOINT,
+    TAG_CHECKPOINT,
+    TAG_RESUME,
+    TAG_START,
+    TAG_STEP,
+)
 
-_BANNER = re.compile(r"^hpcflow: \S+ job (?P<job>\S+) attempt (?P<attempt>\d+) on ")
-_TAGGED = re.compile(r"^(hpcflow-[a-z]+) (\{.*\})\s*$")
+__all__ = ["AttemptLedger", "Failure", "GoodputReport", "build_report", "load_report",
+           "split_log"]
+_PRIVATE = ("step_times", "segments", "segment_lost", "events", "times", "trained_s",
+            "first_task")
 
 
 @dataclass
@@ -37,14 +47,20 @@ class AttemptLedger:
     Attributes:
         restart: ``SLURM_RESTART_COUNT`` of the attempt (0 for the first).
         start: Unix time the attempt started.
-        end: Unix time it ended (step end), or None while running.
+        end: Unix time it ended (step end or end record; for an attempt that left no end
+            record, the last time it is known to have been alive), or None while running.
         pending_s, startup_s, training_s, checkpointing_s, lost_s: see the module docstring.
         first_step: the first step trained, or None.
         last_step: the last step trained, or None.
         resumed_from: the committed step it resumed from, or None.
         outcome: ``requeue`` (after a committed hpcflow checkpoint), ``requeued_no_checkpoint``
             (a program that did not join the protocol, stopped before the deadline),
-            ``completed``, ``failed``, ... or ``running``.
+            ``completed``, ``failed``, ... the batch script's reason; ``interrupted`` (no end
+            record) or ``running``.
+        ending: the kind of ending (:data:`hpcflow.protocol.ENDING_KINDS`), ``""`` while
+            running.
+        detail: what the ledger says about it (first failing rank, status...).
+        lost_steps: steps trained in this attempt and trained again later (lost with it).
     """
 
     restart: int
@@ -59,7 +75,40 @@ class AttemptLedger:
     last_step: int | None = None
     resumed_from: int | None = None
     outcome: str = "running"
+    ending: str = ""
+    detail: str = ""
+    lost_steps: int = 0
+    # From the log and the ledger, for the computation; not part of the report's JSON.
     step_times: dict[int, float] = field(default_factory=dict, repr=False)
+    segments: list[dict[int, float]] = field(default_factory=list, repr=False)
+    segment_lost: list[set[int]] = field(default_factory=list, repr=False)
+    events: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
+    times: list[float] = field(default_factory=list, repr=False)
+    first_task: str = field(default="", repr=False)  # srun's first "task N: ..." error line
+    trained_s: float = field(default=0.0, repr=False)
+
+
+@dataclass
+class Failure:
+    """One unwarned ending and what it cost.
+
+    Attributes:
+        attempt: the attempt it ended (1 for the first).
+        kind: a kind of :data:`hpcflow.protocol.ENDING_KINDS` (``node_failure``, ``hang``...).
+        time: Unix time of the ending (the last known time when there is no record), or None.
+        lost_steps: steps trained before it and trained again after it.
+        lost_s: their step times, in seconds.
+        steps: the lost steps as ``first-last`` (``""`` when none).
+        detail: what the ledger says about it.
+    """
+
+    attempt: int
+    kind: str
+    time: float | None
+    lost_steps: int
+    lost_s: float
+    steps: str
+    detail: str
 
 
 @dataclass
@@ -73,6 +122,7 @@ class GoodputReport:
         goodput: training / wall (0..1), or None when nothing ran yet.
         attempts: per-attempt ledgers, oldest first.
         submitted_at: Unix time of the first submission.
+        failures: every failure, oldest first, with the steps it lost.
     """
 
     job_id: str
@@ -81,6 +131,7 @@ class GoodputReport:
     goodput: float | None
     attempts: list[AttemptLedger]
     submitted_at: float
+    failures: list[Failure] = field(default_factory=list)
 
     def goodput_holding_nodes(self) -> float | None:
         """training / (wall - pending), 0..1: goodput with the time spent queued left out; None
@@ -91,72 +142,95 @@ class GoodputReport:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         for a in out["attempts"]:
-            a.pop("step_times", None)
+            for private in _PRIVATE:
+                a.pop(private, None)
         return out
 
 
-def split_log(log_text: str, job_id: str) -> dict[int, list[tuple[str, dict[str, Any]]]]:
-    """The tagged lines of each attempt of ``job_id``, keyed by restart count.
-
-    The batch script prints a banner at each attempt start; tagged lines up to the next banner
-    belong to that attempt. Lines of other jobs sharing the log are skipped.
-    """
-    attempts: dict[int, list[tuple[str, dict[str, Any]]]] = {}
-    current: int | None = None
-    for line in log_text.splitlines():
-        if m := _BANNER.match(line):
-            current = int(m["attempt"]) if m["job"] == job_id else None
-            if current is not None:
-                attempts.setdefault(current, [])
-            continue
-        if current is None:
-            continue
-        if m := _TAGGED.match(line):
-            try:
-                payload = json.loads(m[2])
-            except ValueError:
-                continue
-            if isinstance(payload, dict):
-                attempts[current].append((m[1], payload))
-    return attempts
-
-
 def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[str, Any]],
-                 log_text: str, now_s: float) -> GoodputReport:
-    """Combine ledger events and log lines into a :class:`GoodputReport`."""
+                 log_text: str, now_s: float, alive: bool = True,
+                 later_steps: Iterable[int] = (), last_ending: str = "") -> GoodputReport:
+    """Combine ledger events and log lines into a :class:`GoodputReport`.
+
+    Args:
+        job_id: the job.
+        submitted_at: Unix time of its first submission.
+        events: its ledger events, oldest first.
+        log_text: its log (every attempt).
+        now_s: the current Unix time.
+        alive: whether Slurm may still run the job; False ends an attempt without end record
+            at its last known time (a node failure, a kill) instead of now.
+        later_steps: steps trained by later jobs in the same run directory (a resubmission):
+            a step of this job trained again there was lost here.
+        last_ending: the kind Slurm's state gives the job (``cancelled``...), for a last
+            attempt that left no end record.
+    """
     tagged = split_log(log_text, job_id)
     attempts: list[AttemptLedger] = []
-    ready_since = submitted_at  # when the job last became ready to run (submit or requeue)
     for ev in events:
-        kind, t = ev.get("event"), float(ev.get("time", 0))
-        if kind == "attempt_start":
-            if attempts and attempts[-1].outcome == "running":
-                attempts[-1].outcome = "interrupted"  # no end record: node failure, kill -9
-            att = AttemptLedger(restart=int(ev.get("restart", 0)), start=t, end=None,
-                                pending_s=max(0.0, t - ready_since))
-            attempts.append(att)
-        elif attempts and kind == "step_end":
-            attempts[-1].end = t
-            ready_since = t
-        elif attempts and kind in ("requeue", "job_end"):
-            att = attempts[-1]
-            att.end = att.end or t
-            att.outcome = _outcome(ev)
-            ready_since = t
-    for att in attempts:
+        if ev.get("event") == "attempt_start":
+            attempts.append(AttemptLedger(restart=int(ev.get("restart", 0)),
+                                          start=float(ev.get("time", 0)), end=None))
+        if attempts:
+            attempts[-1].events.append(ev)
+    for i, att in enumerate(attempts):
         _fill_from_log(att, tagged.get(att.restart, []))
-    _mark_lost(attempts)
-    requeued = ("requeue", REASON_REQUEUED_NO_CHECKPOINT)
-    end = attempts[-1].end if attempts and attempts[-1].outcome not in requeued and attempts[-1].end \
-        else now_s
+        last = i == len(attempts) - 1
+        _close(att, attempts[i + 1].start if not last else None, running=last and alive)
+    if attempts and last_ending and not attempts[-1].ending and not alive:
+        attempts[-1].ending = last_ending
+    _mark_lost(attempts, set(later_steps))
+    ready = submitted_at  # when the job last became ready to run (submit or requeue)
     for att in attempts:
-        run = (att.end or now_s) - att.start
+        att.pending_s = max(0.0, att.start - ready)
+        ready = att.end if att.end is not None else now_s
+        run = (att.end if att.end is not None else now_s) - att.start
         att.startup_s = max(0.0, run - att.training_s - att.lost_s - att.checkpointing_s)
+    requeued = ("requeue", REASON_REQUEUED_NO_CHECKPOINT)
+    last = attempts[-1] if attempts else None
+    end = last.end if last and last.end is not None and (last.outcome not in requeued or
+                                                         not alive) else now_s
     totals = {k: round(sum(getattr(a, f"{k}_s") for a in attempts), 3)
               for k in ("pending", "startup", "training", "checkpointing", "lost")}
     wall = max(0.0, end - submitted_at)
     goodput = (totals["training"] / wall) if wall > 0 and attempts else None
-    return GoodputReport(job_id, round(wall, 3), totals, goodput, attempts, submitted_at)
+    return GoodputReport(job_id, round(wall, 3), totals, goodput, attempts, submitted_at,
+                         _failures(attempts))
+
+
+def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> None:
+    """Set the attempt's end, outcome, ending and detail from its ledger events."""
+    from hpcflow.jobs.endings import ledger_ending
+
+    ends = [e for e in att.events if e.get("event") in ("requeue", "job_end")]
+    step_ends = [e for e in att.events if e.get("event") == "step_end"]
+    if step_ends:
+        att.end = float(step_ends[-1]["time"])
+        if not ends and not running:
+            att.outcome = "interrupted"
+            if next_start is not None:
+                att.ending = P.ENDING_NODE_FAILURE
+                att.detail = "no end record after the step; Slurm ran the job again"
+    if ends:
+        att.end = att.end or float(ends[-1]["time"])
+        att.outcome = _outcome(ends[-1])
+        att.ending, att.detail = ledger_ending(att.events) or ("", "")
+        if att.first_task and att.ending not in (P.ENDING_COMPLETED, P.ENDING_PREEMPTED):
+            att.detail = "; ".join(d for d in (att.detail, f"srun: {att.first_task}") if d)
+        return
+    if step_ends or running:
+        return  # the step's end is recorded; or still running: it ends now, for the totals
+    # No record at all after its start: the batch script died with its node (or was killed).
+    # Its end is the last moment it is known to have been alive (a ledger event, a line of the
+    # batch script, the steps it trained), never later than the next attempt's start.
+    known = [float(e.get("time", att.start)) for e in att.events]
+    known += [t for t in att.times if t >= att.start] + [att.start + att.trained_s]
+    att.end = max(known) if next_start is None else min(max(known), next_start)
+    att.outcome = "interrupted"
+    if next_start is not None:
+        att.ending, att.detail = P.ENDING_NODE_FAILURE, "no end record; Slurm ran the job again"
+    else:
+        att.detail = "no end record"
 
 
 def _outcome(event: Mapping[str, Any]) -> str:
@@ -167,28 +241,88 @@ def _outcome(event: Mapping[str, Any]) -> str:
 
 
 def _fill_from_log(att: AttemptLedger, lines: list[tuple[str, dict[str, Any]]]) -> None:
+    """Steps (per program start: an in-job restart starts a new segment), checkpoint time,
+    the resume step and the batch script's timestamps of one attempt."""
+    segment: dict[int, float] = {}
     for tag, payload in lines:
         if tag == TAG_STEP and "step" in payload:
-            att.step_times[int(payload["step"])] = float(payload.get("step_time_s", 0.0))
+            segment[int(payload["step"])] = float(payload.get("step_time_s", 0.0))
+        elif tag == TAG_START and segment:
+            att.segments.append(segment)
+            segment = {}
         elif tag == TAG_CHECKPOINT:
             att.checkpointing_s += float(payload.get("save_s", 0.0))
-        elif tag == TAG_RESUME and "step" in payload:
+        elif tag == TAG_RESUME and "step" in payload and att.resumed_from is None:
             att.resumed_from = int(payload["step"])
+        elif tag == TIME:
+            att.times.append(float(payload["time"]))
+        elif tag == SRUN_TASK and not att.first_task:
+            att.first_task = f"task {payload['task']} on {payload['node']}: {payload['what']}"
+    att.segments.append(segment)
+    for seg in att.segments:
+        att.step_times.update(seg)
+    att.trained_s = sum(t for seg in att.segments for t in seg.values()) + att.checkpointing_s
     if att.step_times:
         att.first_step, att.last_step = min(att.step_times), max(att.step_times)
 
 
-def _mark_lost(attempts: list[AttemptLedger]) -> None:
-    """A step trained in one attempt and trained again by a later one was lost with its attempt."""
-    for i, att in enumerate(attempts):
-        later = {s for b in attempts[i + 1:] for s in b.step_times}
-        lost = {s: t for s, t in att.step_times.items() if s in later}
-        att.lost_s = sum(lost.values())
-        att.training_s = sum(t for s, t in att.step_times.items() if s not in lost)
+def _mark_lost(attempts: list[AttemptLedger], later_jobs: set[int]) -> None:
+    """A step trained in one segment (one program start) and trained again by a later one, in
+    this attempt, a later attempt or a later job of the run directory, was lost."""
+    segments = [(att, seg) for att in attempts for seg in att.segments]
+    for i, (att, seg) in enumerate(segments):
+        later = later_jobs.union(*(s for _, s in segments[i + 1:]))
+        lost = {s for s in seg if s in later}
+        att.lost_s += sum(seg[s] for s in lost)
+        att.training_s += sum(t for s, t in seg.items() if s not in lost)
+        att.segment_lost.append(lost)
+    for att in attempts:
+        att.lost_steps = len(set().union(*att.segment_lost))
+
+
+def _failures(attempts: list[AttemptLedger]) -> list[Failure]:
+    """Every unwarned ending, oldest first: the in-job failures (each ended one program start
+    of its attempt), then the attempt's own ending unless it completed or was a warned
+    preemption that lost nothing."""
+    out = []
+    for att in attempts:
+        in_job = [e for e in att.events if e.get("event") in FAILURE_EVENT_KIND]
+        last = len(att.segments) - 1
+        for j, (seg, lost) in enumerate(zip(att.segments, att.segment_lost, strict=True)):
+            if j < last and j < len(in_job):
+                e = in_job[j]
+                out.append(_failure(att, FAILURE_EVENT_KIND[str(e["event"])],
+                                    float(e.get("time", 0)), seg, lost, _event_detail(e)))
+            elif j < last:
+                out.append(_failure(att, P.ENDING_RANK_RESTARTED, None, seg, lost,
+                                    "the program started again in the job"))
+            elif att.outcome != "running" and (
+                    att.ending not in (P.ENDING_COMPLETED, P.ENDING_PREEMPTED) or lost):
+                out.append(_failure(att, att.ending or att.outcome, att.end, seg, lost,
+                                    att.detail))
+    return out
+
+
+def _failure(att: AttemptLedger, kind: str, t: float | None, seg: dict[int, float],
+             lost: set[int], detail: str) -> Failure:
+    steps = f"{min(lost)}-{max(lost)}" if lost else ""
+    return Failure(att.restart + 1, kind, t, len(lost), round(sum(seg[s] for s in lost), 3),
+                   steps, detail)
+
+
+def _event_detail(event: Mapping[str, Any]) -> str:
+    """The fields of an in-job failure event other than the common ones, as ``k=v`` words."""
+    common = {"event", "time", "job_id", "restart"}
+    return " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(event.items()) if k not in common)
 
 
 def load_report(job_id: str, *, now_s: float | None = None) -> tuple[GoodputReport, list[dict[str, Any]]]:
     """Read a job's records from its run directory and build its report.
+
+    When the job's last attempt has no end record, Slurm is asked whether the job may still
+    run (:func:`hpcflow.jobs.service.job_status`); if it has ended, or Slurm no longer knows
+    it, that attempt ends at its last known time. Steps trained again by jobs submitted later
+    into the same run directory count as lost here.
 
     Returns:
         The report and the job's ledger ``signal`` events (for the timeline).
@@ -199,22 +333,35 @@ def load_report(job_id: str, *, now_s: float | None = None) -> tuple[GoodputRepo
     """
     from pathlib import Path
 
-    from hpcflow.errors import SlurmQueryError
+    from hpcflow.errors import HpcflowError, SlurmQueryError
     from hpcflow.jobs import records
 
     rec = records.find_job(job_id)
     if rec is None:
         raise SlurmQueryError(f"job {job_id}: no hpcflow record for it in {records.hpcflow_home()}; "
                               "a report needs the run directory of a job submitted with hpcflow")
-    subs = [s for s in records.read_jsonl(Path(rec.run_dir) / records.SUBMISSIONS_FILE)
-            if str(s.get("job_id")) == job_id]
+    all_subs = records.read_jsonl(Path(rec.run_dir) / records.SUBMISSIONS_FILE)
+    subs = [s for s in all_subs if str(s.get("job_id")) == job_id]
     submitted_at = min((float(s["submitted_at"]) for s in subs if "submitted_at" in s),
                        default=rec.submitted_at)
     events = records.job_events(rec.run_dir, job_id)
-    try:
-        log_text = rec.log_path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        log_text = ""
-    report = build_report(job_id, submitted_at=submitted_at, events=events, log_text=log_text,
+    alive, last_ending = True, ""
+    if events and events[-1].get("event") not in ("job_end",):
+        from hpcflow.jobs import service
+
+        try:
+            st = service.job_status(job_id)
+            alive, last_ending = not (st.finished or st.state == "UNKNOWN"), st.ending
+        except HpcflowError:  # Slurm cannot be asked: count the attempt as running
+            alive = True
+    later: set[int] = set()
+    for sub in all_subs:
+        other = str(sub.get("job_id", ""))
+        if other != job_id and float(sub.get("submitted_at", 0) or 0) > submitted_at:
+            log = Path(rec.run_dir) / f"{sub.get('name', rec.name)}-{other}.out"
+            later |= steps_in(read_text(log), other)
+    report = build_report(job_id, submitted_at=submitted_at, events=events,
+                          log_text=read_text(rec.log_path), alive=alive, later_steps=later,
+                          last_ending=last_ending,
                           now_s=records.now() if now_s is None else now_s)
     return report, [e for e in events if e.get("event") == "signal"]

@@ -13,19 +13,23 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
-from hpcflow.errors import SlurmQueryError, SubmitError
+from hpcflow import protocol
+from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
 from hpcflow.jobs import records
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
 from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.slurm.render import render_sbatch
 from hpcflow.spec.job import JobSpec, load_job_spec
+
+T = TypeVar("T")
 
 #: A Slurm job id as hpcflow's verbs take it: ``123``, or ``120_3`` for an array element.
 JOB_ID_RE = re.compile(r"[1-9][0-9]*(?:_[0-9]+)?")
@@ -182,23 +186,16 @@ def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:
     acct_state = acct_exit = None
     errors: list[str] = []
     try:
-        rows = client.queue([job_id])
+        rows = _ask(lambda: client.queue([job_id]), errors) or []
         queue_row = next((r.__dict__ for r in rows if r.job_id == job_id), None)
-    except SlurmQueryError as exc:
-        errors.append(str(exc))
-    try:
-        show = client.show_job(job_id)
-    except SlurmQueryError as exc:
-        errors.append(str(exc))
-    if queue_row is None and show is None:
-        try:
-            acct = client.accounting(job_id)
-        except SlurmQueryError as exc:
-            errors.append(str(exc))
-            acct = None
-        if acct:
-            top = acct[0]
-            acct_state, acct_exit = top.state, top.exit_code
+        show = _ask(lambda: client.show_job(job_id), errors)
+        acct = _ask(lambda: client.accounting(job_id), errors) if not (queue_row or show) else None
+    except SlurmUnreachable as exc:
+        # Not "Slurm forgot the job": nobody could ask. Say so rather than guess a state.
+        raise SlurmUnreachable(_unreachable(job_id, exc, rec)) from None
+    if acct:
+        top = acct[0]
+        acct_state, acct_exit = top.state, top.exit_code
     run_dir = rec.run_dir if rec else (show or {}).get("WorkDir")
     events = records.job_events(run_dir, job_id) if run_dir else []
     if errors and rec is None and not events:
@@ -210,6 +207,29 @@ def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:
     return compose_status(job_id, name=rec.name if rec else "", run_dir=run_dir, queue=queue_row,
                           show=show, acct_state=acct_state, acct_exit=acct_exit, events=events,
                           now_s=records.now())
+
+
+def _ask(query: Callable[[], T], errors: list[str]) -> T | None:
+    """``query()``, or None with its error kept in ``errors``; an unreachable controller is
+    raised, since every other query would wait as long for nothing."""
+    try:
+        return query()
+    except SlurmUnreachable:
+        raise
+    except SlurmQueryError as exc:
+        errors.append(str(exc))
+        return None
+
+
+def _unreachable(job_id: str, exc: SlurmUnreachable, rec: records.JobRecord | None) -> str:
+    """The message of a status that could not ask Slurm, with hpcflow's own last record."""
+    last = records.job_events(rec.run_dir, job_id)[-1:] if rec else []
+    seen = ""
+    if last:
+        ago = max(0, int(records.now() - float(last[0].get("time", 0))))
+        seen = (f"; hpcflow's ledger last recorded '{last[0].get('event')}' of attempt "
+                f"{int(last[0].get('restart', 0)) + 1}, {ago} s ago")
+    return f"job {job_id}: state unknown, {exc}{seen}. Try again once slurmctld is back"
 
 
 def list_jobs(limit: int = 20, *, client: SlurmClient | None = None) -> list[JobStatus]:
@@ -246,7 +266,8 @@ def follow_log(path: Path, job_id: str, *, client: SlurmClient | None = None,
     """Yield the log's text as it grows, until the job has finished and the log is drained.
 
     A requeued job keeps appending to the same log (``--open-mode=append``), so following
-    goes on across requeues. Waits for a log that does not exist yet (job still pending).
+    goes on across requeues. Waits for a log that does not exist yet (job still pending). Ends
+    (after draining the log) when the job is held: it will not run until it is released.
     """
     client = client or SlurmClient()
     offset = 0
@@ -266,7 +287,9 @@ def follow_log(path: Path, job_id: str, *, client: SlurmClient | None = None,
         if finished:
             return
         if time.monotonic() >= next_check:
-            finished = job_status(job_id, client=client).finished
+            st = job_status(job_id, client=client)
+            # A held job does not run until someone releases it: following it would never end.
+            finished = st.finished or st.ending == protocol.ENDING_HELD
             next_check = time.monotonic() + status_every_s
             if finished:
                 continue  # drain what the last attempt wrote

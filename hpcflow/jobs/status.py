@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hpcflow import protocol as P
+
 # Job states after which Slurm will not run the job again by itself (squeue(1), JOB STATE
 # CODES). PREEMPTED, REQUEUED, REQUEUE_HOLD, NODE_FAIL (with --requeue) and SUSPENDED are not
 # final: the job comes back.
@@ -35,6 +37,9 @@ class JobStatus:
         exit_code: the job's exit code once finished, else None.
         run_dir: the run directory, when known.
         source: which source gave the state (``squeue``, ``scontrol``, ``sacct``, ``ledger``).
+        ending: how the job ended, or how its last attempt ended while it is not finished
+            (a kind of :data:`hpcflow.protocol.ENDING_KINDS`: ``completed``, ``preempted``,
+            ``node_failure``, ``program_error``, ``held``...); ``""`` while nothing ended.
     """
 
     job_id: str
@@ -48,6 +53,7 @@ class JobStatus:
     exit_code: int | None
     run_dir: str | None
     source: str
+    ending: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,6 +174,8 @@ def compose_status(
     finished = state in FINAL_STATES
     if finished and source == "squeue" and show and show.get("ExitCode"):
         exit_code = _exit_code(show.get("ExitCode"))
+    ending, reason = _ending(state, finished, reason, events, restarts, queue, show)
+    reason = reason.replace("scontrol release <id>", f"scontrol release {job_id}")
     if state == "PENDING" and restarts > 0:
         reason = reason or "requeued"
     # Slurm counts a restart when it requeues, so a pending job has run `restarts` times and a
@@ -182,4 +190,34 @@ def compose_status(
         attempts=max(attempts, slurm_attempts),
         restarts=restarts, elapsed_s=ledger["elapsed_s"], reason=reason,
         exit_code=exit_code if finished else None, run_dir=run_dir, source=source,
+        ending=ending,
     )
+
+
+def _ending(state: str, finished: bool, reason: str, events: Sequence[Mapping[str, Any]],
+            restarts: int, queue: Mapping[str, Any] | None,
+            show: Mapping[str, str] | None) -> tuple[str, str]:
+    """The ending kind (docs/protocol.md, "Ending kinds") and the reason to show with it."""
+    from hpcflow.jobs import endings
+
+    slurm_reason = str((queue or {}).get("reason") or (show or {}).get("Reason") or "")
+    held = endings.held_reason(state, slurm_reason, (show or {}).get("Priority"))
+    if held and not finished:
+        return P.ENDING_HELD, held if not reason or slurm_reason in reason else f"{held}; {reason}"
+    from_ledger = endings.ledger_ending(events)
+    starts = [e for e in events if e.get("event") == "attempt_start"]
+    last_restart = int(starts[-1].get("restart", 0)) if starts else -1
+    if from_ledger is None and starts and restarts > last_restart:
+        # The last attempt the ledger saw left no end record, and Slurm has run it again since.
+        detail = endings.describe(P.ENDING_NODE_FAILURE)
+        return P.ENDING_NODE_FAILURE, f"{reason}; {detail}" if reason else detail
+    if state == "CANCELLED" and (from_ledger is None or from_ledger[0] != P.ENDING_COMPLETED):
+        return P.ENDING_CANCELLED, reason or endings.describe(P.ENDING_CANCELLED)
+    if from_ledger is not None:
+        kind, detail = from_ledger
+        if detail and detail not in reason:
+            reason = f"{reason}; {detail}" if reason else detail
+        return kind, reason
+    if finished:
+        return endings.slurm_kind(state) or "", reason
+    return "", reason

@@ -67,6 +67,15 @@ class AsyncSaves:
         once it has committed or failed, before :meth:`poll` or :meth:`wait` collects it)."""
         return self._in_flight is not None and not self._in_flight.future.done()
 
+    @property
+    def failure(self) -> str | None:
+        """The error of the asynchronous save in flight once it has failed on this rank, else
+        ``None`` (local, never blocks; :meth:`wait` then raises it)."""
+        flight = self._in_flight
+        if flight is None or not flight.future.done() or flight.future.exception() is None:
+            return None
+        return str(flight.future.exception())
+
     def poll(self) -> SaveResult | None:
         """Collect the asynchronous save if it has committed; never blocks, never raises.
 

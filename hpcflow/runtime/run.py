@@ -34,7 +34,6 @@ without checkpoints unless ``checkpoint_dir`` is given, and still reacts to USR1
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -42,42 +41,25 @@ from typing import Any
 
 from hpcflow.errors import CheckpointError, HpcflowError
 from hpcflow.protocol import (
-    EXIT_PREEMPTED,
     SECTION_CHECKPOINT,
-    SECTION_END,
     SECTION_STARTUP,
     SECTION_STEP,
     TAG_CHECKPOINT,
-    TAG_PREEMPTED,
     TAG_RESUME,
     TAG_START,
     TAG_STEP,
 )
 from hpcflow.runtime import dist as hdist
 from hpcflow.runtime.env import DistEnv, dist_env_from
-from hpcflow.runtime.heartbeat import Heartbeat, record_error
+from hpcflow.runtime.heartbeat import Heartbeat
+from hpcflow.runtime.leaving import Leaving, Preempted
 from hpcflow.runtime.lines import emit, log
 from hpcflow.runtime.preemption import PreemptionMonitor
 from hpcflow.runtime.runconfig import RunConfig
 
-#: Seconds :meth:`Run.close` leaves the GIL to the process group's threads before teardown.
-_SETTLE_S = 0.25
+__all__ = ["Preempted", "Run"]
 
-
-class Preempted(SystemExit):
-    """Raised by :meth:`Run.step_done` once the preemption checkpoint of ``step`` is committed.
-
-    A ``SystemExit`` with code 75: uncaught, the process exits 75, which the batch script reads
-    together with the commit file. Inside ``with Run...`` the block's exit ends the process at
-    once (no interpreter teardown), so every rank leaves within milliseconds of the others.
-    """
-
-    def __init__(self, step: int) -> None:
-        super().__init__(EXIT_PREEMPTED)
-        self.step = step
-
-
-class Run:
+class Run(Leaving):
     """One rank's side of an hpcflow job. Build it with :meth:`from_env`.
 
     Attributes:
@@ -102,6 +84,8 @@ class Run:
         self.rng = rng
         self.step = 0
         self._last_saved: int | None = None
+        self._done = False  # the final checkpoint is committed and the done record written
+        self._async_pending: int | None = None  # a background save not yet known committed
         self._last_boundary = time.monotonic()
         self.heartbeat = heartbeat  # only under a resilience block (HPCFLOW_HEARTBEAT_DIR)
         self.ckpt = None
@@ -264,7 +248,10 @@ class Run:
         saves when the interval is due, and, when any rank was asked to stop, saves and commits
         the checkpoint of ``step`` and raises :class:`Preempted`.
 
-        Cost: one all-reduce of one integer and one ``stat`` of the flag file; a save when due.
+        Cost: one all-reduce of one integer and one ``stat`` of the flag file; a save when due;
+        while a background save is being written, one more all-reduce of two integers (its
+        failure is then known on every rank at the next boundary, reported, and the step saved
+        again in line; a second failure raises).
 
         Raises:
             Preempted: the preemption checkpoint is committed; let it propagate.
@@ -273,6 +260,10 @@ class Run:
         """
         self.report_step(step, metrics)
         stop = self.should_stop()
+        if self._async_pending is not None:
+            from hpcflow.runtime.async_guard import check_async
+
+            check_async(self, step, state)  # a failed background save: reported, saved again
         if self.ckpt is not None:
             self._report_async(self.ckpt.poll())
         if stop and self.ckpt is None:
@@ -309,6 +300,7 @@ class Run:
         self.ckpt.save(step, {"app": self._app(state)}, blocking=blocking)
         self._last_saved = step
         self._beat(SECTION_STEP)
+        self._async_pending = None if blocking else step
         if blocking:
             save_s = time.monotonic() - started
             if self.heartbeat is not None:
@@ -317,52 +309,6 @@ class Run:
             emit(self.env, TAG_CHECKPOINT,
                  {"step": step, "reason": reason, "save_s": save_s, "async": False})
 
-    def finish(self, state: Mapping[str, Any] | None = None) -> None:
-        """End of training: wait for a background save and, given ``state``, save the final
-        step if it is not saved yet (collective)."""
-        if self.ckpt is None:
-            return
-        self._report_async(self.ckpt.wait())
-        if state is not None and self._last_saved != self.step:
-            self.save(self.step, state, reason="final")
-
-    def close(self, *, together: bool = True) -> None:
-        """Wait for any background save, then leave the process group (idempotent).
-
-        Args:
-            together: meet the other ranks first (a barrier: collective), then let the
-                collective threads finish. With gloo, a process group torn down right after a
-                collective can deadlock: its destructor joins the worker threads while holding
-                the GIL, and a worker that still has to free a collective's Python tensors
-                waits for the GIL (seen here with torch 2.13 when a DDP module outlives the
-                group, on a loaded machine). ``__exit__`` passes False after an exception, when
-                other ranks may be gone.
-        """
-        self._beat(SECTION_END)
-        if self.ckpt is not None:
-            self._report_async(self.ckpt.wait())
-            self.ckpt.close()
-        if together and hdist.is_distributed():
-            hdist.barrier()
-            time.sleep(_SETTLE_S)  # the GIL is free: a worker that needs it takes it now
-        hdist.shutdown()
-        if self.heartbeat is not None:
-            self.heartbeat.close()
-
-    def __enter__(self) -> Run:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, Preempted):
-            # Leave now: under srun --kill-on-bad-exit the first rank out makes srun kill the
-            # others, so the ranks must leave within milliseconds of each other (srun(1)).
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(EXIT_PREEMPTED)
-        if exc is not None and not isinstance(exc, SystemExit):
-            record_error(os.environ, self.env.rank, self.step, exc)
-        self.close(together=exc is None)
-
     # ---- internals
 
     def _app(self, state: Mapping[str, Any], *, restore_rng: bool = True) -> Any:
@@ -370,31 +316,6 @@ class Run:
 
         return AppState(state, self.env.rank, rng=self.rng, restore_rng=restore_rng)
 
-    def leave_preempted(self, step: int) -> None:
-        """After the preemption checkpoint of ``step`` is committed (by :meth:`step_done`, or by
-        a framework's own save in an adapter): rank 0 writes the commit file the batch script
-        reads, every rank waits for it (collective), then :class:`Preempted` is raised.
-
-        Raises:
-            Preempted: always.
-        """
-        from hpcflow.fsutil import write_json_atomic
-
-        committed = self.config.preempt_committed
-        if self.env.is_rank0 and committed is not None:
-            committed.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(committed, {"step": step, "time": time.time()}, sort_keys=True)
-        emit(self.env, TAG_PREEMPTED, {"step": step})
-        hdist.barrier()
-        raise Preempted(step)
-
     def _beat(self, section: str) -> None:
         if self.heartbeat is not None:
             self.heartbeat.beat(section, self.step)
-
-    def _report_async(self, result: Any) -> None:
-        if result is not None:
-            emit(self.env, TAG_CHECKPOINT, {
-                "step": result.step, "reason": "interval", "save_s": result.blocked_s,
-                "total_s": result.total_s, "async": True,
-            })

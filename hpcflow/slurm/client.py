@@ -8,14 +8,16 @@ everything else raises with the evidence (command, exit status, tail of stderr).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from hpcflow.command import Runner, run_command
 from hpcflow.command import evidence as _evidence
-from hpcflow.errors import HpcflowError, SlurmQueryError, SubmitError
+from hpcflow.errors import HpcflowError, SlurmQueryError, SlurmUnreachable, SubmitError
 from hpcflow.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -39,6 +41,23 @@ TRANSIENT_RE = re.compile(
 NOT_SENT_RE = re.compile(r"Unable to contact slurm controller \(connect failure\)", re.IGNORECASE)
 INVALID_JOB_RE = re.compile(r"Invalid job id specified", re.IGNORECASE)
 NO_ACCOUNTING_RE = re.compile(r"accounting storage is disabled", re.IGNORECASE)
+#: The controller cannot be reached at all (slurm_strerror: "Unable to contact slurm controller").
+UNREACHABLE_RE = re.compile(r"Unable to contact slurm controller", re.IGNORECASE)
+#: Seconds a read-only query (squeue, scontrol show, sacct) may take, all tries together:
+#: ``$HPCFLOW_SLURM_QUERY_TIMEOUT_S``, default 8. Slurm's own client retries a refused connection
+#: for about 18 s (measured with slurmctld stopped, Slurm 22.05), so a controller that is down
+#: would otherwise cost that much per command.
+QUERY_TIMEOUT_ENV = "HPCFLOW_SLURM_QUERY_TIMEOUT_S"
+DEFAULT_QUERY_TIMEOUT_S = 8.0
+
+
+def query_timeout_s() -> float:
+    """The query budget from :data:`QUERY_TIMEOUT_ENV` (a positive number), else the default."""
+    try:
+        value = float(os.environ.get(QUERY_TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_QUERY_TIMEOUT_S
+    return value if value > 0 else DEFAULT_QUERY_TIMEOUT_S
 
 
 class SlurmClient:
@@ -49,7 +68,10 @@ class SlurmClient:
             ``CompletedProcess`` with text stdout/stderr. Default :func:`run_command`.
         attempts: tries for a command that fails with a transient controller error (>= 1).
         retry_wait_s: first wait between tries in seconds; doubles each time (max 8 s).
-        timeout_s: per-command timeout in seconds.
+        timeout_s: per-command timeout in seconds (submit, cancel, requeue).
+        query_timeout_s: seconds a query may take, tries included; default
+            :func:`query_timeout_s`. A query that runs out of it, or fails with "Unable to contact
+            slurm controller", raises :class:`~hpcflow.errors.SlurmUnreachable`.
     """
 
     def __init__(
@@ -59,11 +81,13 @@ class SlurmClient:
         attempts: int = 3,
         retry_wait_s: float = 1.0,
         timeout_s: float = 60.0,
+        query_timeout_s: float | None = None,
     ) -> None:
         self._runner = runner
         self._attempts = max(1, attempts)
         self._retry_wait_s = retry_wait_s
         self._timeout_s = timeout_s
+        self._query_timeout_s = query_timeout_s
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -73,19 +97,34 @@ class SlurmClient:
         *,
         error: type[HpcflowError] = SlurmQueryError,
         retry_re: re.Pattern[str] = TRANSIENT_RE,
+        query: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         """Run ``argv``, retrying while it fails with a message matching ``retry_re``.
+
+        A ``query`` has one budget of :attr:`query_timeout_s` seconds for all its tries.
 
         Raises:
             error: the program is missing or timed out (the last transient failure is returned,
                 not raised: callers decide what a non-zero status means).
+            SlurmUnreachable: a query ran out of its budget, or its last try could not contact
+                the controller.
         """
+        budget = (self._query_timeout_s or query_timeout_s()) if query else None
+        deadline = time.monotonic() + budget if budget else None
+
+        def timeout() -> float:
+            if deadline is None:
+                return self._timeout_s
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(argv, budget or 0)
+            return left
 
         def transient(result: subprocess.CompletedProcess[str]) -> bool:
             return result.returncode != 0 and bool(retry_re.search(result.stderr or ""))
 
         def with_retries() -> subprocess.CompletedProcess[str]:
-            first = self._runner(argv, timeout_s=self._timeout_s)
+            first = self._runner(argv, timeout_s=timeout())
             if self._attempts <= 1 or not transient(first):
                 return first
             # Only a transient failure pays for importing the retry library.
@@ -98,16 +137,23 @@ class SlurmClient:
                 retry_error_callback=lambda state: state.outcome.result(),
                 reraise=True,
             )
-            return retrying(self._runner, argv, timeout_s=self._timeout_s)
+            return retrying(lambda: self._runner(argv, timeout_s=timeout()))
 
         try:
-            return with_retries()
+            result = with_retries()
         except FileNotFoundError:
             raise error(
                 f"{argv[0]} is not installed or not on PATH (Slurm's client commands are needed)"
             ) from None
         except subprocess.TimeoutExpired:
+            if query:
+                raise SlurmUnreachable(
+                    f"the Slurm controller did not answer within {budget:g} s "
+                    f"({QUERY_TIMEOUT_ENV}): {' '.join(argv)}") from None
             raise error(f"timed out after {self._timeout_s:g} s: {' '.join(argv)}") from None
+        if query and result.returncode != 0 and UNREACHABLE_RE.search(result.stderr or ""):
+            raise SlurmUnreachable(f"the Slurm controller is unreachable {_evidence(argv, result)}")
+        return result
 
     def _check(self, argv: list[str], result: subprocess.CompletedProcess[str], what: str) -> None:
         if result.returncode != 0:
@@ -190,7 +236,7 @@ class SlurmClient:
         argv = ["squeue", "--noheader", "--array", "--states=all", f"--Format={SQUEUE_FORMAT}"]
         if job_ids:
             argv.append("--jobs=" + ",".join(job_ids))
-        result = self._run(argv)
+        result = self._run(argv, query=True)
         if result.returncode != 0 and job_ids and INVALID_JOB_RE.search(result.stderr or ""):
             return []
         self._check(argv, result, "squeue")
@@ -210,7 +256,7 @@ class SlurmClient:
             SlurmQueryError: scontrol failed for another reason.
         """
         argv = ["scontrol", "show", "job", "-o", job_id]
-        result = self._run(argv)
+        result = self._run(argv, query=True)
         if result.returncode != 0 and INVALID_JOB_RE.search(result.stderr or ""):
             return None
         self._check(argv, result, "scontrol show job")
@@ -234,7 +280,7 @@ class SlurmClient:
             f"--format={','.join(SACCT_FIELDS)}",
             f"--jobs={job_id}",
         ]
-        result = self._run(argv)
+        result = self._run(argv, query=True)
         if NO_ACCOUNTING_RE.search((result.stderr or "") + (result.stdout or "")):
             return None
         self._check(argv, result, "sacct")

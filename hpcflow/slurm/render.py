@@ -33,6 +33,8 @@ _FILES = {
     "notice": protocol.notice_name("${hpcflow_job_id}"),
     "heartbeat": protocol.heartbeat_name("${hpcflow_job_id}", "${hpcflow_restart}", "${hpcflow_try}"),
     "errors": protocol.errors_name("${hpcflow_job_id}", "${hpcflow_restart}", "${hpcflow_try}"),
+    "exits": protocol.exits_name("${hpcflow_job_id}", "${hpcflow_restart}"),
+    "done": protocol.done_name("${hpcflow_job_id}", "${hpcflow_restart}"),
 }
 _EVENTS = {"step_restart": protocol.EVENT_STEP_RESTART, "program_error": protocol.EVENT_PROGRAM_ERROR}
 _REASONS = {"program_error": protocol.REASON_PROGRAM_ERROR,
@@ -211,6 +213,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
             if spec.parallelism is not None else ""
         ),
         "files": _FILES,
+        "exit_preempted": protocol.EXIT_PREEMPTED,
         "signal_lead_s": spec.preemption.signal_lead_s,
         "env": sorted(spec.env.items()),
         "network_preset": network_preset(spec),

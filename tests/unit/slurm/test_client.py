@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hpcflow.errors import SlurmQueryError, SubmitError
+from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
 from hpcflow.slurm.client import SlurmClient, run_command
 
 OUTPUT = Path(__file__).parent / "slurm_output"
@@ -194,8 +194,47 @@ def test_missing_slurm_tools_are_named() -> None:
 
 def test_timeout_is_a_query_error() -> None:
     runner = Scripted(subprocess.TimeoutExpired(["squeue"], 60))
-    with pytest.raises(SlurmQueryError, match="timed out"):
+    with pytest.raises(SlurmUnreachable, match="did not answer within 8 s"):
         client(runner).queue()
+    assert issubclass(SlurmUnreachable, SlurmQueryError)
+    runner = Scripted(subprocess.TimeoutExpired(["scancel"], 60))
+    with pytest.raises(SlurmQueryError, match="timed out after 60 s"):
+        client(runner).cancel("5")
+
+
+# What squeue and scontrol print after ~18 s when slurmctld is stopped (Slurm 22.05, seen here).
+DOWN = (1, "", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
+
+
+def test_a_query_has_one_time_budget_for_all_its_tries(monkeypatch) -> None:
+    class Clocked(Scripted):
+        timeouts: list[float] = []
+
+        def __call__(self, argv, *, input=None, timeout_s=60):  # noqa: ANN001, ANN204
+            self.timeouts.append(timeout_s)
+            clock[0] += 3.0  # each try takes 3 s
+            return super().__call__(argv, input=input, timeout_s=timeout_s)
+
+    clock = [0.0]
+    monkeypatch.setattr("hpcflow.slurm.client.time.monotonic", lambda: clock[0])
+    runner = Clocked(DOWN, DOWN, DOWN)
+    slow = SlurmClient(runner, attempts=3, retry_wait_s=0, query_timeout_s=5)
+    with pytest.raises(SlurmUnreachable, match="did not answer within 5 s"):
+        slow.show_job("5")
+    # The first try may use the whole budget, the second what is left; there is no third.
+    assert runner.timeouts == [5.0, 2.0] and len(runner.calls) == 2
+
+
+def test_an_unreachable_controller_is_not_an_unknown_job(monkeypatch) -> None:
+    runner = Scripted(DOWN)
+    with pytest.raises(SlurmUnreachable, match="unreachable"):
+        SlurmClient(runner, attempts=1).queue(["5"])
+    from hpcflow.slurm.client import query_timeout_s
+
+    monkeypatch.setenv("HPCFLOW_SLURM_QUERY_TIMEOUT_S", "2.5")
+    assert query_timeout_s() == 2.5
+    monkeypatch.setenv("HPCFLOW_SLURM_QUERY_TIMEOUT_S", "soon")
+    assert query_timeout_s() == 8.0
 
 
 def test_run_command_uses_no_shell() -> None:

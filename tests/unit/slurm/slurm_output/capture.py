@@ -112,6 +112,17 @@ def main() -> int:
     case("scontrol_show_invalid", client.show_job, "99999")
     case("scontrol_requeue_invalid", client.requeue, "99999")
     case("sacct_disabled", client.accounting, running)
+    # Held jobs: submitted held (JobHeldUser), and requeued in held state from running.
+    held = client.submit(script("held.sh", "sleep 30", "--hold", "-J hpcflow-cap-held"))
+    rqheld = client.submit(script("rqheld.sh", "sleep 30", "--requeue", "-J hpcflow-cap-rqhold"))
+    mine += [held, rqheld]
+    wait_running(client, rqheld)
+    subprocess.run(["scontrol", "requeuehold", rqheld], check=True)
+    time.sleep(2)
+    case("squeue_held", client.queue, [held])
+    case("scontrol_show_held", client.show_job, held)
+    case("squeue_requeue_held", client.queue, [rqheld])
+    case("scontrol_show_requeue_held", client.show_job, rqheld)
     case("scancel_unknown", client.cancel, "99999")
     case("scancel_signal_batch", client.cancel, running, signal="USR1", batch_only=True)
     for job in mine:

@@ -1,0 +1,121 @@
+"""How a job or an attempt ended, told apart (docs/protocol.md, "Ending kinds").
+
+The kinds and their words live in :mod:`hpcflow.protocol` (``ENDING_KINDS``); this module reads
+them off the ledger (the batch script's ``job_end`` reason and ``step_end`` rank exits, the
+in-job failure events) and off Slurm's own state words (squeue(1), JOB STATE CODES and JOB
+REASON CODES). Pure: the caller queries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hpcflow import protocol as P
+
+#: Slurm's reasons for a held job: ``JobHeldUser`` / ``JobHeldAdmin`` (scontrol hold,
+#: sbatch --hold), "job requeued in held state" (scontrol requeuehold; scontrol writes it with
+#: underscores), "launch failed requeued held" (the batch launch failed; Slurm requeued and held
+#: the job so that it does not fail again and again).
+_HELD_RE = re.compile(r"JobHeld|requeued[ _]in[ _]held|launch[ _]failed[ _]requeued[ _]held",
+                      re.IGNORECASE)
+#: Slurm states after which the job will not run again, with the kind they mean when the ledger
+#: has no better word.
+_SLURM_FINAL_KIND = {
+    "COMPLETED": P.ENDING_COMPLETED,
+    "CANCELLED": P.ENDING_CANCELLED,
+    "FAILED": P.ENDING_PROGRAM_ERROR,
+    "OUT_OF_MEMORY": P.ENDING_PROGRAM_ERROR,
+    "NODE_FAIL": P.ENDING_NODE_FAILURE,
+    "BOOT_FAIL": P.ENDING_NODE_FAILURE,
+    "TIMEOUT": P.ENDING_NOT_REQUEUED,
+    "DEADLINE": P.ENDING_NOT_REQUEUED,
+}
+
+
+def held_reason(state: str, reason: str | None, priority: str | None = None) -> str | None:
+    """Why Slurm holds the job, or ``None`` when it does not.
+
+    Held: state ``REQUEUE_HOLD``, a reason in :data:`_HELD_RE`, or a pending job with priority 0
+    (what ``scontrol hold`` sets).
+
+    Returns:
+        A sentence with Slurm's reason and the command that lets the job run again
+        (``scontrol release <id>``; an administrator's hold needs an administrator).
+    """
+    state = (state or "").upper()
+    why = (reason or "").strip()
+    held = state == "REQUEUE_HOLD" or bool(_HELD_RE.search(why)) or (
+        state == "PENDING" and (priority or "").strip() == "0")
+    if not held:
+        return None
+    shown = why if why and why not in ("None", "(null)") else state
+    who = " (an administrator's hold: ask an administrator)" if "Admin" in why else ""
+    return f"held ({shown}): needs `scontrol release <id>`{who}"
+
+
+def slurm_kind(state: str) -> str | None:
+    """The ending kind a final Slurm state means by itself, or ``None`` (not final)."""
+    return _SLURM_FINAL_KIND.get((state or "").upper())
+
+
+def describe(kind: str) -> str:
+    """The words of ``kind`` (:data:`hpcflow.protocol.ENDING_KINDS`); an unknown kind (from a
+    newer batch script) is shown as it is."""
+    return P.ENDING_KINDS.get(kind, kind)
+
+
+def rank_detail(step_end: Mapping[str, Any] | None, *, killed: bool = False) -> str:
+    """What the ranks' own exit records say about a step (``step_end`` event), or ``""``.
+
+    E.g. ``first failure: rank 1 exited with status 5 (<the error of that rank>)`` or
+    ``rank(s) 2 left no exit record (killed by a signal); srun reported 137``. Ranks without a
+    record are named when some rank has one, or when ``killed`` (the batch script found that
+    ranks of a program that joined the protocol died of a signal).
+    """
+    if not step_end:
+        return ""
+    parts = []
+    missing = step_end.get("missing")
+    exited = int(step_end.get("ranks_exited") or 0)
+    count = int(step_end.get("ranks_missing") or 0)
+    if count and (exited or killed) and isinstance(missing, list):
+        shown = ",".join(str(r) for r in missing) + ("..." if count > len(missing) else "")
+        parts.append(f"rank(s) {shown} left no exit record (killed by a signal)")
+    first = step_end.get("first_failure")
+    if isinstance(first, Mapping):
+        reason = str(first.get("reason", "")).strip()
+        # After a kill, the others' errors (a closed connection) follow from it.
+        what = "then" if killed else "first failure:"
+        parts.append(f"{what} rank {first.get('rank')} exited with status {first.get('rc')}"
+                     + (f" ({reason})" if reason else ""))
+    if parts and "rc" in step_end:
+        parts.append(f"srun reported {step_end['rc']}")
+    return "; ".join(parts)
+
+
+def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The ending of the last attempt in ``events`` (one job's ledger, oldest first), as
+    ``(kind, detail)``; ``None`` while it has no ending record (running, or lost without one).
+    """
+    last_step_end: Mapping[str, Any] | None = None
+    ending: tuple[str, str] | None = None
+    for ev in events:
+        kind = ev.get("event")
+        if kind == "attempt_start":
+            last_step_end, ending = None, None
+        elif kind == "step_end":
+            last_step_end = ev
+        elif kind in ("job_end", "requeue"):
+            reason = str(ev.get("reason", "")) if kind == "job_end" else (
+                P.REASON_REQUEUED_NO_CHECKPOINT if ev.get("checkpoint") is False else "requeue")
+            detail = reason if reason not in ("completed", "requeue") else ""
+            ranks = rank_detail(last_step_end, killed=reason == "rank_killed")
+            if kind == "job_end" and reason not in ("completed", "completed_after_done"):
+                detail = "; ".join(d for d in (reason, ranks) if d)
+            elif reason == "completed_after_done":
+                detail = ("the final checkpoint was committed and every rank was done; srun "
+                          f"reported {(last_step_end or {}).get('rc', '?')} from the teardown")
+            ending = (P.REASON_KIND.get(reason, reason), detail)
+    return ending

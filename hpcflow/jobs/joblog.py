@@ -1,0 +1,73 @@
+"""Read a job's log (``<name>-<jobid>.out``, every attempt appended): what each attempt printed.
+
+The batch script prints a timestamped banner at each attempt start (``hpcflow: <time> job <id>
+attempt <n> on <nodes>: ...``) and timestamped lines of its own; rank 0 prints tagged JSON lines
+(``hpcflow-step {...}``, docs/protocol.md); srun prints one ``srun: error: <node>: task <n>:
+<what>`` line per task that failed or was killed (srun(1)). Pure apart from :func:`read_text`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hpcflow.protocol import TAG_STEP
+
+_BANNER = re.compile(r"^hpcflow: \S+ job (?P<job>\S+) attempt (?P<attempt>\d+) on ")
+_STAMPED = re.compile(r"^hpcflow: (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) ")
+_TAGGED = re.compile(r"^(hpcflow-[a-z]+) (\{.*\})\s*$")
+_SRUN_TASK = re.compile(r"^srun: error: (?P<node>\S+): tasks? (?P<task>[0-9,-]+): (?P<what>.+)$")
+#: Pseudo-tags :func:`split_log` gives to the batch script's timestamps and srun's task errors.
+TIME = "hpcflow-time"
+SRUN_TASK = "srun-task"
+
+
+def split_log(log_text: str, job_id: str) -> dict[int, list[tuple[str, dict[str, Any]]]]:
+    """The tagged lines of each attempt of ``job_id``, keyed by restart count.
+
+    Tagged lines up to the next banner belong to that attempt; lines of other jobs sharing the
+    log are skipped. The batch script's timestamped lines come as ``(TIME, {"time": <unix s>})``
+    and srun's task errors as ``(SRUN_TASK, {"node", "task", "what"})``, in log order.
+    """
+    attempts: dict[int, list[tuple[str, dict[str, Any]]]] = {}
+    current: int | None = None
+    for line in log_text.splitlines():
+        if m := _BANNER.match(line):
+            current = int(m["attempt"]) if m["job"] == job_id else None
+            if current is not None:
+                attempts.setdefault(current, [])
+        if current is None:
+            continue
+        if m := _STAMPED.match(line):
+            try:
+                stamp = datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+            except ValueError:
+                continue
+            attempts[current].append((TIME, {"time": stamp}))
+        elif m := _SRUN_TASK.match(line):
+            attempts[current].append((SRUN_TASK, m.groupdict()))
+        elif m := _TAGGED.match(line):
+            try:
+                payload = json.loads(m[2])
+            except ValueError:
+                continue
+            if isinstance(payload, dict):
+                attempts[current].append((m[1], payload))
+    return attempts
+
+
+def steps_in(log_text: str, job_id: str) -> set[int]:
+    """Every step the log says ``job_id`` trained (any attempt)."""
+    return {int(p["step"]) for lines in split_log(log_text, job_id).values()
+            for tag, p in lines if tag == TAG_STEP and "step" in p}
+
+
+def read_text(path: Path) -> str:
+    """The file's text, or ``""`` when it cannot be read (not written yet, removed)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
