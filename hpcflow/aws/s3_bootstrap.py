@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import Ec2Error, SpecError
+from hpcflow.spec.s3uri import is_bucket_name
 
 ENTRY = "hpcflow-bootstrap.sh"
 DEFAULT_STEPS = "efa,nccl,nccl-tests,healthcheck"
-# S3 bucket naming rules (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()/-]*$")
 
 
@@ -49,7 +48,7 @@ def check_target(bucket: str, prefix: str) -> str:
     Raises:
         SpecError: names the option, the value and what is allowed.
     """
-    if not _BUCKET.match(bucket) or ".." in bucket:
+    if not is_bucket_name(bucket):
         raise SpecError(f"--bucket: {bucket!r} is not a valid S3 bucket name; allowed: 3-63 "
                         "lowercase letters, digits, dots and hyphens, starting and ending with a "
                         "letter or digit")

@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
+from hpcflow.spec.s3uri import BUCKET_PATTERN
+
 
 def _matching(pattern: str, what: str, example: str) -> AfterValidator:
     """A validator that refuses a string not matching ``pattern`` with a message saying what is
@@ -41,10 +43,10 @@ InstanceType = Annotated[str, _matching(r"[a-z][a-z0-9-]*\.[a-z0-9-]+",
                                         "p5.48xlarge")]
 ScriptUrl = Annotated[str, _matching(r"(s3|https)://\S+", "an s3:// or https:// script URL",
                                      "s3://my-bucket/bootstrap/10-efa.sh")]
-S3Path = Annotated[str, _matching(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?",
+S3Path = Annotated[str, _matching(rf"s3://{BUCKET_PATTERN}(/\S*)?",
                                   "an S3 path (s3://bucket/prefix, lowercase bucket name)",
                                   "s3://my-bucket/datasets")]
-BucketName = Annotated[str, _matching(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]",
+BucketName = Annotated[str, _matching(BUCKET_PATTERN,
                                       "an S3 bucket name (3-63 lowercase letters, digits, dots, "
                                       "hyphens; no s3:// prefix)", "my-checkpoints")]
 MountDir = Annotated[str, _matching(r"/[A-Za-z0-9_./-]*", "an absolute path", "/fsx")]

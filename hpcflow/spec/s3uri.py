@@ -13,12 +13,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+#: A general purpose bucket name (the S3 naming rules above; ``..`` is refused separately).
+BUCKET_PATTERN = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+_BUCKET_RE = re.compile(BUCKET_PATTERN)
 _PREFIX_PART_RE = re.compile(r"[A-Za-z0-9!_.*'()-]+")
 
 ALLOWED = ("s3://BUCKET or s3://BUCKET/PREFIX, where BUCKET is 3-63 lowercase letters, digits, "
            "dots and hyphens that start and end with a letter or digit, and PREFIX is parts of "
            "letters, digits and !-_.*'() separated by single '/'")
+
+
+def is_bucket_name(name: str) -> bool:
+    """Whether ``name`` follows the S3 naming rules for general purpose buckets (see above)."""
+    return bool(_BUCKET_RE.fullmatch(name)) and ".." not in name
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ def parse_s3_uri(text: str) -> S3Uri:
     if not isinstance(text, str) or not text.startswith("s3://"):
         raise ValueError(f"must start with 's3://'; allowed: {ALLOWED}")
     bucket, _, prefix = text[len("s3://"):].partition("/")
-    if not _BUCKET_RE.fullmatch(bucket) or ".." in bucket:
+    if not is_bucket_name(bucket):
         raise ValueError(f"bucket {bucket!r} is not a valid S3 bucket name; allowed: {ALLOWED}")
     prefix = prefix[:-1] if prefix.endswith("/") else prefix
     if prefix and not all(_PREFIX_PART_RE.fullmatch(p) and p not in (".", "..")
