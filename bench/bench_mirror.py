@@ -61,14 +61,14 @@ def start_moto() -> tuple[subprocess.Popen, str]:
 
 def commit_unit(root: Path, step: int, size_mib: int) -> None:
     """A committed ``step_<step>/`` of ``size_mib`` MiB in 4 shard files (random bytes)."""
-    from hpcflow.runtime import commit as layout
+    from hpcflow.runtime import commit as ckpt_dirs
 
-    tmp = layout.fresh_tmp_dir(root, step)
+    tmp = ckpt_dirs.fresh_tmp_dir(root, step)
     per = size_mib * 2**20 // 4
     for rank in range(4):
         (tmp / f"__{rank}_0.distcp").write_bytes(os.urandom(per))
-    (tmp / layout.DCP_METADATA).write_bytes(b"m" * 512)
-    layout.commit(root, step, world_size=4)
+    (tmp / ckpt_dirs.DCP_METADATA).write_bytes(b"m" * 512)
+    ckpt_dirs.commit(root, step, world_size=4)
 
 
 def mirror_done(ledger: Path, step: int) -> dict | None:

@@ -24,14 +24,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcflow.runtime import commit as layout
+from hpcflow.runtime import commit as ckpt_dirs
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 _HF_DIR = re.compile(r"^checkpoint-(\d+)$")
 _LIGHTNING_FILE = re.compile(r"^step_(\d+)\.ckpt$")
 #: The HF adapter's marker (``hpcflow.runtime.hf.COMMIT_MARKER``; that module imports transformers,
 #: so the name is repeated here and a test checks they agree).
-_HF_MARKER = layout.COMMIT_NAME
+_HF_MARKER = ckpt_dirs.COMMIT_NAME
 
 #: Bytes read at a time while hashing.
 _READ_BYTES = 1 << 20
@@ -89,7 +89,7 @@ class Unit:
                  for p in sorted(self.path.rglob("*")) if p.is_file()]
         if not found:
             raise FileNotFoundError(f"{self.path} holds no file (removed meanwhile?)")
-        return sorted(found, key=lambda f: (f.path == layout.COMMIT_NAME, f.path))
+        return sorted(found, key=lambda f: (f.path == ckpt_dirs.COMMIT_NAME, f.path))
 
     def file_path(self, rel: str) -> Path:
         """The local path of file ``rel`` of this unit."""
@@ -114,7 +114,7 @@ def scan_units(root: Path) -> list[Unit]:
 def _unit(entry: Path) -> Unit | None:
     try:
         if (m := _STEP_DIR.match(entry.name)) and entry.is_dir():
-            record = layout.read_commit_record(entry)
+            record = ckpt_dirs.read_commit_record(entry)
             if record is None:
                 return None
             t = float(record.get("time", 0.0))

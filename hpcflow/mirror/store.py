@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcflow.fsutil import fsync_dir
 from hpcflow.mirror import local
-from hpcflow.runtime.commit import fsync_dir
 from hpcflow.spec.s3uri import S3Uri
 
 RECORD_NAME = "hpcflow-mirror.json"

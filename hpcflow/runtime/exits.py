@@ -90,14 +90,14 @@ def write_done(run_dir: Path | None, env: Any, step: int) -> bool:
     Raises:
         OSError: rank 0 could not write it.
     """
-    from hpcflow.runtime.commit import write_json_durably
+    from hpcflow.fsutil import write_json_atomic
 
     path = done_path(run_dir, env.job_id, env.restart_count)
     if path is None:
         return False
     if env.is_rank0:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_durably(path, {"step": step, "time": time.time()})
+        write_json_atomic(path, {"step": step, "time": time.time()}, sort_keys=True)
     return True
 
 

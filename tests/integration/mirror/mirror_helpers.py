@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hpcflow.runtime import commit as layout
+from hpcflow.runtime import commit as ckpt_dirs
 
 PY = sys.executable
 
@@ -24,13 +24,13 @@ def s3_env(moto_url: str) -> dict[str, str]:
 def commit_fake(root: Path, step: int, sizes: dict[str, int], seed: int = 0) -> Path:
     """Commit ``step_<step>/`` holding files of the given sizes (random bytes) and DCP's
     ``.metadata``, through the runtime's own commit path."""
-    tmp = layout.fresh_tmp_dir(root, step)
+    tmp = ckpt_dirs.fresh_tmp_dir(root, step)
     rnd = __import__("random").Random(seed * 1000 + step)
-    for rel, size in {**sizes, layout.DCP_METADATA: 64}.items():
+    for rel, size in {**sizes, ckpt_dirs.DCP_METADATA: 64}.items():
         path = tmp / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(rnd.randbytes(size))
-    return layout.commit(root, step, world_size=1)
+    return ckpt_dirs.commit(root, step, world_size=1)
 
 
 def tree_bytes(directory: Path) -> dict[str, bytes]:

@@ -15,7 +15,7 @@ import pytest
 from mirror_helpers import PY, child_env, commit_fake, read_events, s3_env, tree_bytes
 
 from hpcflow.mirror import local, store, watch
-from hpcflow.runtime import commit as layout
+from hpcflow.runtime import commit as ckpt_dirs
 from hpcflow.spec.s3uri import parse_s3_uri
 
 pytestmark = [pytest.mark.moto]
@@ -185,7 +185,7 @@ def test_pull_into_an_empty_folder_is_bit_exact(tmp_path, s3, moto_url, kind):
     else:
         assert tree_bytes(unit.path) == tree_bytes(newest.path)
     if kind == "hpcflow":
-        assert layout.scan(fresh).committed == [4]  # the runtime resumes from it
+        assert ckpt_dirs.scan(fresh).committed == [4]  # the runtime resumes from it
     assert sorted(p.name for p in fresh.iterdir()) == [newest.name]  # no temp folder left
     [event] = read_events(ledger)
     assert event["event"] == "mirror_pull" and event["step"] == 4 and event["job_id"] == "88"
@@ -233,4 +233,4 @@ def test_a_bucket_that_refuses_writes_warns_and_the_mirror_goes_on(tmp_path, s3,
     assert f"WARNING: mirroring step_1 to {uri} failed" in stderr and "training goes on" in stderr
     assert "testing" not in stderr  # no key in the log
     assert store.list_mirrors(client, uri)[0] == []
-    assert layout.scan(root).committed == [1, 2]
+    assert ckpt_dirs.scan(root).committed == [1, 2]

@@ -29,7 +29,7 @@ def test_status_with_slurmctld_stopped_says_unreachable_within_the_budget(submit
                       "program": {"argv": ["sleep", "240"]}})
     wait_for(lambda: job.status().state == "RUNNING" and job.event("attempt_start"), 120,
              "the job to run")
-    records_path = manager._records_path(local_cluster)
+    records_path = manager.records_path(local_cluster)
     ctld = procs.load_records(records_path)["slurmctld"]
     os.kill(ctld.pid, signal.SIGTERM)
     try:

@@ -14,7 +14,7 @@ import pytest
 from slurm_helpers import wait_for
 
 from hpcflow.mirror import store
-from hpcflow.runtime import commit as layout
+from hpcflow.runtime import commit as ckpt_dirs
 from hpcflow.spec.s3uri import parse_s3_uri
 
 pytestmark = [pytest.mark.slurm, pytest.mark.moto]
@@ -61,7 +61,7 @@ def test_a_job_mirrors_to_s3_and_a_new_job_resumes_from_it(submit_job, moto_url,
     assert [m.step for m in complete][-1] == 10 and len(complete) <= 3 and incomplete == []
     assert {m.step for m in complete} <= {4, 8, 10}
     local_final = first.run_dir / "checkpoints" / "step_10"
-    assert layout.read_commit_record(local_final) is not None
+    assert ckpt_dirs.read_commit_record(local_final) is not None
 
     second = submit_job(spec(14, str(uri)))  # a new run_dir: an empty checkpoint folder
     end = second.wait_finished(300)
@@ -74,7 +74,7 @@ def test_a_job_mirrors_to_s3_and_a_new_job_resumes_from_it(submit_job, moto_url,
     assert steps[0] == 11 and steps[-1] == 14
     # Bit-exact: the pulled folder (still kept: keep 3) holds the first job's bytes.
     pulled_dir = second.run_dir / "checkpoints" / "step_10"
-    for f in json.loads((local_final / layout.COMMIT_NAME).read_text())["files"]:
+    for f in json.loads((local_final / ckpt_dirs.COMMIT_NAME).read_text())["files"]:
         assert (pulled_dir / f["path"]).read_bytes() == (local_final / f["path"]).read_bytes()
     # hpcflow report shows the mirror's bytes and lag.
     proc = subprocess.run([PY, "-m", "hpcflow", "report", first.job_id, "--json"],
@@ -106,7 +106,7 @@ def test_a_bucket_that_refuses_writes_leaves_training_alone(submit_job, moto_url
     failed = [e for e in job.events() if e["event"] == "mirror_failed"]
     assert failed and all(e["error"].startswith("403") for e in failed)
     assert not [e for e in job.events() if e["event"] == "mirror_done"]
-    assert layout.scan(job.run_dir / "checkpoints").committed[-1] == 10
+    assert ckpt_dirs.scan(job.run_dir / "checkpoints").committed[-1] == 10
     proc = subprocess.run([PY, "-m", "hpcflow", "report", job.job_id],
                           capture_output=True, text=True, check=True)
     assert f"S3 mirror: 0 checkpoint(s), 0.0 MiB; {len(failed)} failed" in proc.stdout

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from hpcflow.mirror import local
-from hpcflow.runtime import commit as layout
+from hpcflow.runtime import commit as ckpt_dirs
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def _commit(root: Path, step: int) -> None:
-    tmp = layout.fresh_tmp_dir(root, step)
-    (tmp / layout.DCP_METADATA).write_bytes(b"m")
+    tmp = ckpt_dirs.fresh_tmp_dir(root, step)
+    (tmp / ckpt_dirs.DCP_METADATA).write_bytes(b"m")
     (tmp / "__0_0.distcp").write_bytes(b"x" * 10)
-    layout.commit(root, step, world_size=1)
+    ckpt_dirs.commit(root, step, world_size=1)
 
 
 def test_only_committed_units_of_the_three_layouts_count(tmp_path):
