@@ -24,7 +24,8 @@ def full_disk(tmp_path):
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
                              capture_output=True, text=True)
     if mounted.returncode != 0:
-        pytest.skip(f"a small tmpfs cannot be mounted here: {mounted.stderr.strip()}")
+        pytest.fail(f"a small tmpfs cannot be mounted (the suite runs as root, as tests/run.sh "
+                    f"does): {mounted.stderr.strip()}")
     yield disk
     subprocess.run(["umount", str(disk)], check=False)
 
