@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from hpcflow import __version__
-from hpcflow.hostlist import expand_hostlist
+from hpcflow.slurm.hostlist import expand_hostlist
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
