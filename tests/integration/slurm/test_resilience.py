@@ -17,6 +17,7 @@ import pytest
 from slurm_helpers import wait_for
 
 from hpcflow import protocol
+from hpcflow.jobs.report import load_report
 
 pytestmark = [pytest.mark.slurm]
 
@@ -117,13 +118,20 @@ def test_killed_rank_is_restarted_in_the_allocation_from_the_last_checkpoint(sub
     committed = restart["step"]
     assert committed % INTERVAL == 0 and committed >= 10
     log = job.log()
-    steps = [s["step"] for s in tagged(log, "hpcflow-step")]
-    # The new step starts over at committed + 1: the steps since the checkpoint are lost.
-    resume_at = next(i for i in range(1, len(steps)) if steps[i] <= steps[i - 1])
-    lost = steps[resume_at - 1] - committed
-    assert 0 <= lost <= INTERVAL and steps[resume_at] == committed + 1
-    assert steps[resume_at:] == list(range(committed + 1, STEPS + 1))
     assert [r["step"] for r in tagged(log, "hpcflow-resume")] == [committed]
+    # The new step starts over at committed + 1: the steps trained since the checkpoint are
+    # lost (none when the kill landed just after a commit).
+    first_try, second_try = log.split("hpcflow-resume", 1)
+    before = [s["step"] for s in tagged(first_try, "hpcflow-step")]
+    after = [s["step"] for s in tagged(second_try, "hpcflow-step")]
+    lost = before[-1] - committed
+    assert 0 <= lost <= INTERVAL
+    assert after == list(range(committed + 1, STEPS + 1))
+    # The report lists the failure with exactly those steps.
+    rep, _ = load_report(job.job_id)
+    failures = [f for f in rep.failures if f.kind == protocol.ENDING_RANK_RESTARTED]
+    assert len(failures) == 1 and failures[0].lost_steps == lost
+    assert failures[0].steps == ("" if lost == 0 else f"{committed + 1}-{before[-1]}")
 
 
 def test_the_same_error_twice_ends_the_job_failed_with_the_traceback(submit_job):
