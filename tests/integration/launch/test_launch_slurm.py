@@ -1,0 +1,104 @@
+"""hpcflow.launch.Executor on the real local Slurm cluster: submitit's API, hpcflow's protocol.
+
+A 2-node x 2-task FSDP2 training function submitted from Python and preempted twice (USR1 to
+the batch shell, as Slurm sends it before a time limit) is requeued by hpcflow's batch script,
+resumes on every rank from the committed sharded checkpoint, and returns through ``job.result()``
+exactly what an uninterrupted run returns.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+from launch_programs import add, fail, fsdp_train
+
+from hpcflow.jobs import records
+from hpcflow.launch import Executor
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
+
+
+def wait_for(pred, timeout_s: float, what: str, poll_s: float = 0.5):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := pred():
+            return value
+        time.sleep(poll_s)
+    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def events(job) -> list[dict]:  # noqa: ANN001
+    rec = records.find_job(job.job_id)
+    return records.job_events(rec.run_dir, job.job_id) if rec else []
+
+
+def steps_in_attempt(log: str, attempt: int) -> int:
+    parts = re.split(r"^hpcflow-start ", log, flags=re.M)
+    return 0 if len(parts) < attempt + 2 else len(re.findall(r"^hpcflow-step ", parts[attempt + 1],
+                                                             re.M))
+
+
+def test_simple_function_returns_its_value_and_is_recorded(launch_cluster, launch_env):
+    executor = Executor(launch_env, time_limit="00:03:00")
+    job = executor.submit(add, 5, 7)
+    assert job.result() == 12
+    rec = records.find_job(job.job_id)
+    assert rec is not None and rec.name == "add"
+    script = (rec.log_path.parent / "job.sbatch").read_text()
+    assert "#SBATCH --requeue" in script and "#SBATCH --signal=B:USR1@" in script
+    assert "submitit.core._submit" in script and "trap hpcflow_on_usr1 USR1" in script
+    assert [e["event"] for e in events(job)][-1] == "job_end"
+    wait_for(lambda: job.state == "COMPLETED", 30, "state COMPLETED")
+
+
+def test_raising_function_is_not_requeued_and_result_raises_the_remote_traceback(
+        launch_cluster, launch_env):
+    executor = Executor(launch_env, time_limit="00:03:00")
+    job = executor.submit(fail, "boom from the node")
+    with pytest.raises(Exception) as info:
+        job.result()
+    text = str(info.value)
+    assert "ValueError: boom from the node" in text and "launch_programs.py" in text
+    ends = [e for e in events(job) if e["event"] == "job_end"]
+    assert [e["reason"] for e in ends] == ["failed"]
+    assert not [e for e in events(job) if e["event"] == "requeue"]
+    assert wait_for(lambda: job.state in ("FAILED", "COMPLETED") and job.state, 60, "final state"
+                    ) == "FAILED"
+
+
+def test_fsdp_function_preempted_twice_returns_the_uninterrupted_result(launch_cluster, launch_env):
+    cfg = {"steps": 16, "step_time_s": 0.3}
+    executor = Executor(launch_env, nodes=2, tasks_per_node=2, time_limit="00:10:00",
+                        preemption={"max_requeues": 3})
+    straight = executor.submit(fsdp_train, cfg)
+    expected = straight.results()
+    assert [r["rank"] for r in expected] == [0, 1, 2, 3]
+    assert straight.result() == expected[0] and expected[0]["restart"] == 0
+
+    job = executor.submit(fsdp_train, cfg)
+    committed = []
+    for attempt in range(2):
+        wait_for(lambda a=attempt: steps_in_attempt(job.stdout() or "", a) >= 3, 300,
+                 f"three steps of attempt {attempt}")
+        subprocess.run(["scancel", "--signal=USR1", "--batch", job.job_id], check=True)
+        requeue = wait_for(lambda a=attempt: next((e for e in events(job) if e["event"] ==
+                                                   "requeue" and e["restart"] == a), None),
+                           180, f"the requeue of attempt {attempt}")
+        committed.append(int(requeue["step"]))
+        # While it waits to restart, the job is neither done nor in a final state.
+        assert not job.done(force_check=True)
+        assert job.state in ("PENDING", "REQUEUED", "RUNNING", "COMPLETING")
+        subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"],
+                       check=False, capture_output=True)
+    got = job.result()
+    assert got["restart"] == 2 and 0 < committed[0] < committed[1] < cfg["steps"]
+    assert got["first_step"] == committed[1]
+    same = {k: got[k] for k in ("params_sha256", "optim_sha256", "step")}
+    assert same == {k: expected[0][k] for k in same}
+    wait_for(lambda: job.state == "COMPLETED", 60, "state COMPLETED")
+    ends = [json.dumps(e) for e in events(job) if e["event"] == "job_end"]
+    assert len(ends) == 1 and '"completed"' in ends[0]
