@@ -16,20 +16,28 @@ hpcflow's rules:
   protocol with TERM shortly before the deadline and requeues the job (the template's
   ``hpcflow_on_deadline``); a TERM that is ignored would only delay that to the KILL;
 - the task's result pickle of an earlier attempt is removed, so a requeued job is never read as
-  finished (or failed) from a file its previous attempt left.
+  finished (or failed) from a file its previous attempt left;
+- a submitit ``Checkpointable`` callable (one with a ``checkpoint`` method) joins the protocol on
+  every rank: on the warning, rank 0 calls ``checkpoint(*args, **kwargs)`` as submitit would,
+  stores the call it returns in place of the submitted one, writes the commit file the batch
+  script reads and leaves with status 75; the batch script then requeues the job and the next
+  attempt runs the stored call. A callable that also uses ``hpcflow.runtime.Run`` is
+  Run's: Run installs its own handler when it starts, after this one.
 
 Imports nothing heavy: it is unpickled on every rank before the function runs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hpcflow.protocol import ENV_RUN_DIR
+from hpcflow.protocol import ENV_JOINED_DIR, ENV_PREEMPT_COMMITTED, ENV_RUN_DIR, EXIT_PREEMPTED
 
 
 class TaskCall:
@@ -52,10 +60,59 @@ class TaskCall:
             os.environ.setdefault(name, value)
         if os.environ.get("SLURM_JOB_ID") and os.environ.get(ENV_RUN_DIR):
             _prepare_slurm_attempt()
+            if hasattr(self.fn, "checkpoint"):
+                self._join_for_checkpoint(args, kwargs)
         return self.fn(*args, **kwargs)
+
+    def _join_for_checkpoint(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Install the checkpoint-on-warning handler and announce this rank (module doc)."""
+        rank = int(os.environ.get("SLURM_PROCID", "0"))
+
+        def on_warning(signum: int, frame: Any) -> None:  # noqa: ARG001
+            if rank != 0:
+                return  # rank 0 checkpoints the callable (submitit's rule); srun ends the rest
+            _checkpoint_and_leave(self, args, kwargs)
+
+        signal.signal(_preemption_signal(), on_warning)
+        joined = os.environ.get(ENV_JOINED_DIR)
+        if joined:
+            try:
+                os.makedirs(joined, exist_ok=True)
+                with open(os.path.join(joined, str(rank)), "w") as f:
+                    f.write(f"{os.getpid()}\n")
+            except OSError:
+                pass  # not announced: the signal is not forwarded, the deadline stop still is
 
     def __repr__(self) -> str:
         return f"TaskCall({self.fn!r})"
+
+
+def _checkpoint_and_leave(call: TaskCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Rank 0 of a Checkpointable: store ``checkpoint()``'s call, commit, exit 75."""
+    from submitit import JobEnvironment
+    from submitit.core import utils
+
+    delayed = call.fn.checkpoint(*args, **kwargs)
+    if delayed is None:
+        print("hpcflow: checkpoint() returned None: the job is not requeued from a checkpoint",
+              file=sys.stderr, flush=True)
+        return
+    stored = utils.DelayedSubmission(TaskCall(delayed.function, call.env), *delayed.args,
+                                     **delayed.kwargs)
+    paths = JobEnvironment().paths
+    with utils.temporary_save_path(paths.submitted_pickle) as tmp:
+        stored.dump(tmp)
+    committed = os.environ.get(ENV_PREEMPT_COMMITTED)
+    if committed:
+        tmp_path = f"{committed}.tmp"
+        with open(tmp_path, "w") as f:
+            json.dump({"step": None, "checkpoint": "submitit", "time": time.time()}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_path, committed)
+    print("hpcflow: checkpoint() stored; leaving for the requeue", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(EXIT_PREEMPTED)
 
 
 def _preemption_signal() -> int:

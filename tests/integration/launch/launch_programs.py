@@ -57,3 +57,24 @@ def sleep_then(seconds: float, value: Any) -> Any:
     """A function that does not join hpcflow's protocol."""
     time.sleep(seconds)
     return value
+
+
+try:  # submitit is a dependency of hpcflow.launch; this module is also imported without it
+    from submitit.helpers import Checkpointable
+except ImportError:  # pragma: no cover
+    Checkpointable = object  # type: ignore[misc,assignment]
+
+
+class Counter(Checkpointable):
+    """A submitit Checkpointable that counts to n; its whole state is itself."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.starts: list[int] = []
+
+    def __call__(self, n: int, step_s: float = 0.0) -> dict[str, Any]:
+        self.starts.append(self.done)
+        while self.done < n:
+            time.sleep(step_s)
+            self.done += 1
+        return {"done": self.done, "starts": self.starts}

@@ -14,8 +14,9 @@ import subprocess
 import time
 
 import pytest
-from launch_programs import add, fail, fsdp_train
+from launch_programs import Counter, add, fail, fsdp_train, sleep_then
 
+from hpcflow import protocol
 from hpcflow.jobs import records
 from hpcflow.launch import Executor
 
@@ -102,3 +103,36 @@ def test_fsdp_function_preempted_twice_returns_the_uninterrupted_result(launch_c
     wait_for(lambda: job.state == "COMPLETED", 60, "state COMPLETED")
     ends = [json.dumps(e) for e in events(job) if e["event"] == "job_end"]
     assert len(ends) == 1 and '"completed"' in ends[0]
+
+
+def joined(job, restart: int) -> bool:  # noqa: ANN001
+    rec = records.find_job(job.job_id)
+    folder = protocol.state_dir(rec.run_dir) / protocol.joined_name(job.job_id, restart)
+    return (folder / "0").exists()
+
+
+def test_checkpointable_is_checkpointed_by_rank0_and_requeued_by_the_batch_script(
+        launch_cluster, launch_env):
+    executor = Executor(launch_env, time_limit="00:05:00")
+    job = executor.submit(Counter(), 40, 0.25)
+    wait_for(lambda: joined(job, 0), 120, "the Checkpointable to join")
+    time.sleep(2)
+    subprocess.run(["scancel", "--signal=USR1", "--batch", job.job_id], check=True)
+    wait_for(lambda: any(e["event"] == "requeue" for e in events(job)), 120, "the requeue")
+    assert job.state in ("PENDING", "REQUEUED", "RUNNING")
+    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"],
+                   check=False, capture_output=True)
+    got = job.result()
+    assert got["done"] == 40 and len(got["starts"]) == 2 and 0 < got["starts"][1] < 40, got
+    assert "checkpoint() stored" in (job.stdout() or "")
+
+
+def test_function_without_the_protocol_survives_the_warning_signal(launch_cluster, launch_env):
+    executor = Executor(launch_env, time_limit="00:05:00")
+    job = executor.submit(sleep_then, 8.0, "still here")
+    wait_for(lambda: "Loading pickle" in (job.stdout() or ""), 120, "the task to start")
+    # Sent to every process of the step, as a stray signal would be; not to the batch shell.
+    subprocess.run(["scancel", "--signal=USR1", job.job_id], check=True)
+    assert job.result() == "still here"
+    assert "reached a function that has not joined" in (job.stdout() or "")
+    assert not [e for e in events(job) if e["event"] == "requeue"]
