@@ -96,23 +96,38 @@ def check_picklable(call: Any, fn: Any) -> None:
                 "PYTHONPATH before submitting, or define the function in the script you run.")
 
 
+def _by_reference(obj: Any) -> bool:
+    """Whether cloudpickle stores ``obj`` as "module.qualname" (to be imported on the node)
+    rather than by value: only when that name leads back to ``obj`` (cloudpickle's rule;
+    lambdas, local functions and everything in ``__main__`` travel by value)."""
+    module = getattr(obj, "__module__", None)
+    if not module or module == "__main__" or module not in sys.modules:
+        return False
+    found: Any = sys.modules[module]
+    for part in getattr(obj, "__qualname__", "").split("."):
+        found = getattr(found, part, None)
+    return found is obj
+
+
 def _referenced_modules(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
-    found = []
+    """Top-level names of the modules the pickled call imports on the node."""
     target = getattr(fn, "__func__", fn)
-    owners = [target] + [type(v) for v in (*args, *kwargs.values())]
-    if not hasattr(target, "__code__") and not isinstance(fn, type):
-        owners.append(type(fn))
-    code, glob = getattr(target, "__code__", None), getattr(target, "__globals__", {})
-    for name in code.co_names if code is not None else ():
-        value = glob.get(name)
-        if isinstance(value, types.ModuleType):
-            owners.append(types.SimpleNamespace(__module__=value.__name__))
-        elif callable(value):
-            owners.append(value)
+    names: list[str] = []
+    owners = [target if hasattr(target, "__code__") or isinstance(target, type) else type(fn)]
+    owners += [type(v) for v in (*args, *kwargs.values())]
     for obj in owners:
-        module = getattr(obj, "__module__", None)
-        if not module:
-            continue
+        if _by_reference(obj):
+            names.append(obj.__module__)
+    if not _by_reference(target):  # by value: what its code uses is pickled with it
+        code, glob = getattr(target, "__code__", None), getattr(target, "__globals__", {})
+        for name in code.co_names if code is not None else ():
+            value = glob.get(name)
+            if isinstance(value, types.ModuleType):
+                names.append(value.__name__)
+            elif callable(value) and _by_reference(value):
+                names.append(value.__module__)
+    found: list[str] = []
+    for module in names:
         root = module.split(".")[0]
         if root in _BUILTIN_ROOTS or root in sys.stdlib_module_names or root in found:
             continue
