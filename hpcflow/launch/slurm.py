@@ -130,7 +130,7 @@ class SlurmBackend(submitit.SlurmExecutor):
         super().__init__(folder, python=shlex.quote(sys.executable), **kwargs)
         self.fields = fields
         self.array_parallelism: int | None = None
-        self._pending: dict[str, tuple[JobSpec, str]] = {}
+        self._pending: dict[str, tuple[JobSpec, str, int]] = {}
 
     def _num_tasks(self) -> int:
         return int(self.fields.get("nodes", 1)) * int(self.fields.get("tasks_per_node", 1))
@@ -149,23 +149,30 @@ class SlurmBackend(submitit.SlurmExecutor):
         name = self.fields["name"]
         run_dir = self.folder / f"{name}-{uid[:8]}"
         spec = self.job_spec(run_dir)
-        script = render_sbatch(spec, python=sys.executable)
         count = self.parameters.get("map_count")
+        array = None
         if count:
-            limit = min(count, self.array_parallelism or count)
-            head, rest = script.split("\n", 1)
-            script = f"{head}\n#SBATCH --array=0-{count - 1}%{limit}\n{rest}"
-        # Slurm opens the log in run_dir before the script runs: the folder must exist first.
+            array = f"0-{count - 1}%{min(count, self.array_parallelism or count)}"
+        script = render_sbatch(spec, python=sys.executable, array=array)
+        # Slurm opens the log before the script runs: its folder must exist first.
         records.write_run_files(run_dir, spec_yaml(spec), script)
-        self._pending[uid] = (spec, script)
+        for task in range(count or 0):
+            (run_dir / str(task)).mkdir(exist_ok=True)
+        self._pending[uid] = (spec, script, count or 0)
         return script
 
     def _write_job_id(self, job_id: str, uid: str) -> None:
         from hpcflow.jobs.service import spec_yaml
 
-        spec, script = self._pending.pop(uid)
-        rec = records.JobRecord(job_id, spec.name, str(spec.run_dir), records.now())
-        records.record_submission(rec, script, spec_yaml(spec))
+        spec, script, count = self._pending.pop(uid)
+        if not count:
+            rec = records.JobRecord(job_id, spec.name, str(spec.run_dir), records.now())
+            records.record_submission(rec, script, spec_yaml(spec))
+            return
+        for task in range(count):  # one record per element, in its own run directory
+            rec = records.JobRecord(f"{job_id}_{task}", spec.name, str(spec.run_dir / str(task)),
+                                    records.now())
+            records.record_submission(rec, script, spec_yaml(spec))
 
     def _internal_process_submissions(
         self, delayed_submissions: list[utils.DelayedSubmission]

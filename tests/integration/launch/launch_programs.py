@@ -49,6 +49,33 @@ def fsdp_train(cfg: dict[str, Any]) -> dict[str, Any]:
                 "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0"))}
 
 
+def linear_train(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A one-rank training function with hpcflow.runtime.Run (a sweep element): seeded by
+    ``cfg["seed"]``; returns its parameter digest and where this attempt started."""
+    import torch
+
+    from hpcflow.runtime import Run, params_sha256
+
+    with Run.from_env() as run:
+        torch.manual_seed(cfg["seed"])
+        model = torch.nn.Linear(8, 1)
+        optim = torch.optim.SGD(model.parameters(), lr=0.05)
+        state = {"model": model, "optim": optim}
+        step = first = run.restore(state)
+        while step < cfg["steps"]:
+            x = torch.randn(4, 8, generator=torch.Generator().manual_seed(step))
+            loss = (model(x) - x.sum(dim=1, keepdim=True)).pow(2).mean()
+            loss.backward()
+            optim.step()
+            optim.zero_grad()
+            time.sleep(cfg.get("step_time_s", 0.0))
+            step += 1
+            run.step_done(step, state, {"loss": loss.item()})
+        return {"params_sha256": params_sha256(model), "step": step, "first_step": first,
+                "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0")),
+                "run_dir": os.environ.get("HPCFLOW_RUN_DIR")}
+
+
 def fail(message: str) -> None:
     raise ValueError(message)
 
