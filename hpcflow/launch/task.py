@@ -22,7 +22,9 @@ hpcflow's rules:
   stores the call it returns in place of the submitted one, writes the commit file the batch
   script reads and leaves with status 75; the batch script then requeues the job and the next
   attempt runs the stored call. A callable that also uses ``hpcflow.runtime.Run`` is
-  Run's: Run installs its own handler when it starts, after this one.
+  Run's: Run installs its own handler when it starts, after this one;
+- once the function has returned (or raised), the warning signal is ignored: the attempt is over
+  on this rank, and a warning then must not kill the process while it exits.
 
 Imports nothing heavy: it is unpickled on every rank before the function runs.
 """
@@ -58,11 +60,20 @@ class TaskCall:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         for name, value in self.env.items():
             os.environ.setdefault(name, value)
-        if os.environ.get("SLURM_JOB_ID") and os.environ.get(ENV_RUN_DIR):
+        in_slurm = bool(os.environ.get("SLURM_JOB_ID") and os.environ.get(ENV_RUN_DIR))
+        if in_slurm:
             _prepare_slurm_attempt()
             if hasattr(self.fn, "checkpoint"):
                 self._join_for_checkpoint(args, kwargs)
-        return self.fn(*args, **kwargs)
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            if in_slurm:
+                # The function is over on this rank: a warning now has nothing to save. Ignored
+                # rather than handled, because Python puts back the default action (death) of a
+                # signal it handles while the interpreter shuts down, after the result is
+                # written; a late warning would turn a finished job into a failed one.
+                signal.signal(_preemption_signal(), signal.SIG_IGN)
 
     def _join_for_checkpoint(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Install the checkpoint-on-warning handler and announce this rank (module doc)."""
