@@ -63,7 +63,7 @@ def test_raising_function_is_not_requeued_and_result_raises_the_remote_traceback
     with pytest.raises(Exception) as info:
         job.result()
     text = str(info.value)
-    assert "ValueError: boom from the node" in text and "launch_programs.py" in text
+    assert "ValueError: boom from the node" in text and "launch_programs.py" in text, text
     ends = [e for e in events(job) if e["event"] == "job_end"]
     assert [e["reason"] for e in ends] == ["failed"]
     assert not [e for e in events(job) if e["event"] == "requeue"]
