@@ -2,7 +2,7 @@
 # Run every benchmark once at its small (CI) size and print their figures.
 #
 # Usage: bash bench/run_all.sh [PYTHON]   (default: .venv/bin/python of the repository)
-# Needs the local Slurm cluster for the submit and goodput benchmarks (hpcflow local-cluster up).
+# Needs the local Slurm cluster for the submit, goodput and submitit benchmarks (hpcflow local-cluster up).
 # Benchmarks report figures and ratios; they never fail on time. Exit status: non-zero only when
 # a benchmark itself crashed (that is a bug, not a slow machine).
 set -Eeuo pipefail
@@ -20,6 +20,7 @@ main() {
     "bench/bench_checkpoint.py --small"
     "bench/bench_goodput.py --small"
     "bench/bench_mirror.py --small"
+    "bench/bench_submitit.py --steps 40"
   )
   for bench in "${benches[@]}"; do
     printf '\n=== %s\n' "${bench}"

@@ -62,12 +62,18 @@ def sbatch_value(value: object, *, always_quote: bool = False) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def sbatch_options(spec: JobSpec) -> list[tuple[str, str | None]]:
+def sbatch_options(spec: JobSpec, *, array: str | None = None) -> list[tuple[str, str | None]]:
     """The ``#SBATCH`` options for ``spec``, sorted by flag, values already quoted.
 
     Sources: sbatch(1) ``--requeue``, ``--signal`` (``B:`` signals only the batch shell),
     ``--open-mode`` (``append`` keeps every attempt's log), ``--output`` (stderr goes to the
-    same file when ``--error`` is not given; ``%x`` job name, ``%j`` job id).
+    same file when ``--error`` is not given; ``%x`` job name, ``%j`` job id), ``--array``
+    (``%A`` array job id, ``%a`` task id).
+
+    Args:
+        spec: the job spec.
+        array: an ``--array`` value such as ``0-3%2`` (hpcflow.launch's job arrays); each
+            element's log goes into its own run directory ``<run_dir>/<task id>/``.
     """
     opts: dict[str, str | None] = {
         "--cpus-per-task": str(spec.cpus_per_task),
@@ -80,6 +86,9 @@ def sbatch_options(spec: JobSpec) -> list[tuple[str, str | None]]:
         "--signal": f"B:{spec.preemption.signal}@{spec.preemption.signal_lead_s}",
         "--time": spec.time_limit,
     }
+    if array is not None:
+        opts["--array"] = array
+        opts["--output"] = sbatch_value(f"{spec.run_dir}/%a/%x-%A_%a.out", always_quote=True)
     if spec.gpus_per_node > 0:
         opts["--gpus-per-node"] = str(spec.gpus_per_node)
     if spec.partition:
@@ -174,13 +183,16 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
+def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None = None) -> str:
     """Render the batch script for ``spec``.
 
     Args:
         spec: a validated job spec.
         python: interpreter for ``program.module`` and torchrun when the spec names none;
             default :data:`sys.executable` (the interpreter that runs hpcflow).
+        array: an ``--array`` value (``0-3%2``) for a job array, whose elements each get the
+            run directory ``<run_dir>/<task id>`` and checkpoints in ``<checkpoint dir>/<task
+            id>`` (used by hpcflow.launch; job specs have no array field).
 
     Returns:
         The script text, ending in a newline.
@@ -192,7 +204,8 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None) -> str:
     interpreter = spec.program.python or python or sys.executable
     context = {
         "name": spec.name,
-        "sbatch_options": sbatch_options(spec),
+        "sbatch_options": sbatch_options(spec, array=array),
+        "array": array is not None,
         "launcher": spec.launcher,
         "run_dir": str(spec.run_dir),
         "checkpoint_dir": str(spec.checkpoint_dir),
