@@ -49,6 +49,10 @@ ENV_HEARTBEAT_INTERVAL_S = "HPCFLOW_HEARTBEAT_INTERVAL_S"
 ENV_ERROR_DIR = "HPCFLOW_ERROR_DIR"
 #: The in-job try of this step: 0 for the first ``srun`` of an attempt, 1 after one in-job restart.
 ENV_STEP_TRY = "HPCFLOW_STEP_TRY"
+#: ``0`` keeps a rank's process alive after the done record (``Run`` leaves its ``with`` block and
+#: returns as usual): set by ``hpcflow.launch`` around a submitted function, whose return value
+#: submitit's runner must still write. Unset (or anything else): every rank exits together at once.
+ENV_EXIT_AFTER_DONE = "HPCFLOW_EXIT_AFTER_DONE"
 
 # ---- Resilience (docs/protocol.md, "Hangs and in-job restarts").
 #: The commit record inside a committed ``step_<N>/`` (the same name as

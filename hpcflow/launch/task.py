@@ -39,7 +39,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hpcflow.protocol import ENV_JOINED_DIR, ENV_PREEMPT_COMMITTED, ENV_RUN_DIR, EXIT_PREEMPTED
+from hpcflow.protocol import (
+    ENV_EXIT_AFTER_DONE,
+    ENV_JOINED_DIR,
+    ENV_PREEMPT_COMMITTED,
+    ENV_RUN_DIR,
+    EXIT_PREEMPTED,
+)
 
 
 class TaskCall:
@@ -63,6 +69,9 @@ class TaskCall:
         in_slurm = bool(os.environ.get("SLURM_JOB_ID") and os.environ.get(ENV_RUN_DIR))
         if in_slurm:
             _prepare_slurm_attempt()
+            # After Run.finish's done record the ranks must still return here: submitit's runner
+            # writes the result once the function returns (docs/protocol.md, "Ending kinds").
+            os.environ[ENV_EXIT_AFTER_DONE] = "0"
             if hasattr(self.fn, "checkpoint"):
                 self._join_for_checkpoint(args, kwargs)
         try:

@@ -14,7 +14,13 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from hpcflow.protocol import EXIT_PREEMPTED, SECTION_END, TAG_CHECKPOINT, TAG_PREEMPTED
+from hpcflow.protocol import (
+    ENV_EXIT_AFTER_DONE,
+    EXIT_PREEMPTED,
+    SECTION_END,
+    TAG_CHECKPOINT,
+    TAG_PREEMPTED,
+)
 from hpcflow.runtime import dist as hdist
 from hpcflow.runtime.heartbeat import record_error
 from hpcflow.runtime.lines import emit
@@ -96,7 +102,7 @@ class Leaving:
         status, reason = (0, "done") if exc is None and self._done else exit_status_of(exc)
         record_exit(self.config.run_dir, self.env.job_id, self.env.restart_count,
                     self.env.rank, status, reason)
-        if exc is None and self._done:
+        if exc is None and self._done and os.environ.get(ENV_EXIT_AFTER_DONE) != "0":
             leave_done(self.env, self.ckpt)  # every rank together, status 0; never returns
         if isinstance(exc, Preempted):
             # Leave now: under srun --kill-on-bad-exit the first rank out makes srun kill the
