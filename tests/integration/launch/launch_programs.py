@@ -51,7 +51,8 @@ def fsdp_train(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def linear_train(cfg: dict[str, Any]) -> dict[str, Any]:
     """A one-rank training function with hpcflow.runtime.Run (a sweep element): seeded by
-    ``cfg["seed"]``; returns its parameter digest and where this attempt started."""
+    ``cfg["seed"]``; with ``cfg["finish"]`` it ends with ``Run.finish``; returns its parameter
+    digest and where this attempt started."""
     import torch
 
     from hpcflow.runtime import Run, params_sha256
@@ -71,6 +72,8 @@ def linear_train(cfg: dict[str, Any]) -> dict[str, Any]:
             time.sleep(cfg.get("step_time_s", 0.0))
             step += 1
             run.step_done(step, state, {"loss": loss.item()})
+        if cfg.get("finish"):
+            run.finish(state)  # the final checkpoint and the done record
         return {"params_sha256": params_sha256(model), "step": step, "first_step": first,
                 "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0")),
                 "run_dir": os.environ.get("HPCFLOW_RUN_DIR")}

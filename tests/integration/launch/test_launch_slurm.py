@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-from launch_programs import Counter, add, fail, fsdp_train, sleep_then
+from launch_programs import Counter, add, fail, fsdp_train, linear_train, sleep_then
 
 from hpcflow import protocol
 from hpcflow.jobs import records
@@ -54,6 +54,21 @@ def test_simple_function_returns_its_value_and_is_recorded(launch_cluster, launc
     assert "submitit.core._submit" in script and "trap hpcflow_on_usr1 USR1" in script
     assert [e["event"] for e in events(job)][-1] == "job_end"
     wait_for(lambda: job.state == "COMPLETED", 30, "state COMPLETED")
+
+
+def test_a_function_that_finishes_with_the_done_record_still_returns_its_value(
+        launch_cluster, launch_env):
+    executor = Executor(launch_env, time_limit="00:03:00")
+    job = executor.submit(linear_train, {"seed": 3, "steps": 4, "finish": True})
+    result = job.result()
+    assert result["step"] == 4 and result["first_step"] == 0
+    rec = records.find_job(job.job_id)
+    done = protocol.state_dir(rec.run_dir) / protocol.done_name(job.job_id, 0)
+    assert json.loads(done.read_text())["step"] == 4
+    # result() is there once rank 0 wrote it; the batch script ends the job just after.
+    ends = wait_for(lambda: [e["reason"] for e in events(job) if e["event"] == "job_end"], 60,
+                    "job_end in the ledger")
+    assert ends == ["completed"]
 
 
 def test_raising_function_is_not_requeued_and_result_raises_the_remote_traceback(
