@@ -5,7 +5,6 @@ line is the one the report prints."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shlex
@@ -20,21 +19,11 @@ from hpcflow.jobs.notices import NoticeOutcome
 
 REPO = Path(__file__).resolve().parents[3]
 DOC = (REPO / "docs" / "spot.md").read_text()
-_SPEC = importlib.util.spec_from_file_location("fake_imds", REPO / "tests/programs/fake_imds.py")
-fake_imds = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(fake_imds)
 
 
 def _bash_blocks() -> list[str]:
     return re.findall(r"^```bash\n(.*?)^```", DOC, re.M | re.S)
 
-
-@pytest.fixture
-def imds():
-    server = fake_imds.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture

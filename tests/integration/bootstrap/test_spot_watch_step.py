@@ -5,7 +5,6 @@ imitates IMDSv2 (tests/programs/fake_imds.py); a rerun changes nothing; bad inpu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
 import shutil
@@ -17,9 +16,6 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location("fake_imds", TESTS / "programs" / "fake_imds.py")
-fake_imds = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(fake_imds)
 UNIT = "etc/systemd/system/hpcflow-spot-watch.service"
 ENV_FILE = "etc/hpcflow/spot-watch.env"
 
@@ -33,13 +29,6 @@ def hpcflow_cmd(tmp_path) -> Path:
     exe.chmod(0o755)
     return exe
 
-
-@pytest.fixture
-def imds():
-    server = fake_imds.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def _settings(text: str) -> dict[str, str]:

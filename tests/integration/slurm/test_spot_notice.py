@@ -6,14 +6,12 @@ and the time to commit; the requeued attempt is not signalled again for the same
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import signal
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
 from slurm_helpers import wait_for
@@ -23,22 +21,11 @@ from hpcflow import protocol
 pytestmark = [pytest.mark.slurm]
 
 PY = sys.executable
-_SPEC = importlib.util.spec_from_file_location(
-    "fake_imds", Path(__file__).resolve().parents[2] / "programs" / "fake_imds.py")
-fake_imds = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(fake_imds)
 
 
 def steps_logged(log: str) -> list[int]:
     return [json.loads(m)["step"] for m in re.findall(r"^hpcflow-step (\{.*\})$", log, re.M)]
 
-
-@pytest.fixture
-def imds():
-    server = fake_imds.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture

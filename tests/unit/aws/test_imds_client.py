@@ -4,29 +4,14 @@ bounded timeouts and network errors."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from hpcflow.aws.imds import ImdsClient, ImdsError, parse_instance_action, parse_utc
-
-_SPEC = importlib.util.spec_from_file_location(
-    "fake_imds", Path(__file__).resolve().parents[2] / "programs" / "fake_imds.py")
-fake_imds = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(fake_imds)
-
-
-@pytest.fixture
-def imds():
-    server = fake_imds.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def control(server, method: str, path: str, body: dict | None = None) -> dict | str:

@@ -33,7 +33,8 @@ def run_one_rank(tmp_path, extra: dict[str, str]) -> subprocess.CompletedProcess
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
     env.update({
         "SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0",
-        "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost", "SLURM_RESTART_COUNT": "0",
+        "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost",
+        "SLURM_RESTART_COUNT": "0",
         P.ENV_RUN_DIR: str(tmp_path), P.ENV_CHECKPOINT_DIR: str(tmp_path / "checkpoints"),
         P.ENV_CHECKPOINT_INTERVAL: "100", "OMP_NUM_THREADS": "1", **extra,
     })

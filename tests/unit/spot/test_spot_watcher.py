@@ -5,7 +5,6 @@ code runs against the real cluster in tests/integration/slurm/test_spot_notice.p
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import subprocess
@@ -24,18 +23,8 @@ from hpcflow.spot.nodejobs import NodeJobs, parse_batch_script
 from hpcflow.spot.watcher import EVENT, SpotWatcher
 
 TESTS = Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location("fake_imds", TESTS / "programs" / "fake_imds.py")
-fake_imds = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(fake_imds)
 SHOW_JOB = json.loads((TESTS / "unit/slurm/slurm_output/scontrol_show_requeued.json").read_text())
 
-
-@pytest.fixture
-def imds():
-    server = fake_imds.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def post(server, path: str, body: dict | None = None, method: str = "POST") -> None:
