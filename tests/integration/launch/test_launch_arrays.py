@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 
 import pytest
+from launch_helpers import ledger, wait_for
 from launch_programs import add, linear_train
 
 from hpcflow.jobs import records
@@ -16,19 +16,6 @@ from hpcflow.launch import Executor
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
-
-def wait_for(pred, timeout_s: float, what: str, poll_s: float = 0.5):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := pred():
-            return value
-        time.sleep(poll_s)
-    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
-
-
-def ledger(job_id: str) -> list[dict]:
-    rec = records.find_job(job_id)
-    return records.job_events(rec.run_dir, job_id) if rec else []
 
 
 def test_batch_submits_one_array_with_its_concurrency_limit(launch_cluster, launch_env):

@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import pytest
+from launch_helpers import ledger, wait_for
 from launch_programs import Counter, add, fail, fsdp_train, linear_train, sleep_then
 
 from hpcflow import protocol
@@ -23,18 +24,8 @@ from hpcflow.launch import Executor
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
 
-def wait_for(pred, timeout_s: float, what: str, poll_s: float = 0.5):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := pred():
-            return value
-        time.sleep(poll_s)
-    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
-
-
 def events(job) -> list[dict]:  # noqa: ANN001
-    rec = records.find_job(job.job_id)
-    return records.job_events(rec.run_dir, job.job_id) if rec else []
+    return ledger(job.job_id)
 
 
 def steps_in_attempt(log: str, attempt: int) -> int:
