@@ -34,6 +34,9 @@ def test_requeue_is_enabled_and_requeue_delay_is_short():
     c = conf(requeue_delay_s=15)
     assert c["JobRequeue"] == "1"
     assert c["AuthInfo"] == "cred_expire=15"
+    # A requeued job starts within seconds of its begin time, not at the next 60 s pass.
+    assert c["SchedulerParameters"] == "bf_interval=1,sched_interval=2"
+    assert LocalClusterConfig(state_dir=Path("/tmp/x")).requeue_delay_s == 5
 
 
 def test_per_node_files_use_the_node_name_pattern():
