@@ -19,7 +19,7 @@ main() {
   "${venv}/bin/hpcflow" local-cluster up
   printf 'tests/run.sh: running pytest\n' >&2
   local rc=0
-  OMP_NUM_THREADS=1 "${venv}/bin/python" -m pytest -p no:cacheprovider "$@" || rc=$?
+  OMP_NUM_THREADS=1 "${venv}/bin/python" -m pytest -p no:cacheprovider --durations=25 "$@" || rc=$?
   if ((rc == 0 && $# == 0)); then
     # The benchmarks at their small size: figures only, never a failure on time.
     printf 'tests/run.sh: running the benchmarks (bench/run_all.sh)\n' >&2
