@@ -1,7 +1,7 @@
 """Fixtures shared by integration test folders: a moto server on loopback (AWS is never
-reachable; boto3 and ParallelCluster's validators talk to it through ``endpoint_url``).
-
-Started once per module as a subprocess (``moto_server -H 127.0.0.1 -p <free port>``).
+reachable; boto3 and ParallelCluster's validators talk to it through ``endpoint_url``), started
+once per module as a subprocess (``moto_server -H 127.0.0.1 -p <free port>``), and a real full
+disk (a 64 KiB tmpfs).
 """
 
 from __future__ import annotations
@@ -60,3 +60,21 @@ def moto_url(tmp_path_factory) -> str:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture
+def full_disk(tmp_path) -> Path:
+    """A folder on a 64 KiB tmpfs: a real full disk for checkpoint writes (ENOSPC).
+
+    Needs root to mount, as the suite has (tests/run.sh runs as root); fails, never skips, when
+    the mount is refused. Unmounted after the test.
+    """
+    disk = tmp_path / "small disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.fail(f"a small tmpfs cannot be mounted (the suite runs as root, as tests/run.sh "
+                    f"does): {mounted.stderr.strip()}")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=False)

@@ -5,8 +5,6 @@ the next interval save would have noticed. Each rank records its own exit."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from runtime_launch import WORLD_SIZE, ForkSrun, job_id_with_free_port
 
@@ -15,19 +13,6 @@ from hpcflow import protocol as P
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(240)]
 
 INTERVAL = 10
-
-
-@pytest.fixture
-def full_disk(tmp_path):
-    disk = tmp_path / "small disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.fail(f"a small tmpfs cannot be mounted (the suite runs as root, as tests/run.sh "
-                    f"does): {mounted.stderr.strip()}")
-    yield disk
-    subprocess.run(["umount", str(disk)], check=False)
 
 
 def test_a_failed_background_save_stops_every_rank_at_once(tmp_path, full_disk):
