@@ -212,7 +212,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "checkpoint_interval": spec.checkpoint.interval_steps,
         "checkpoint_keep": spec.checkpoint.keep,
         "s3_uri": spec.checkpoint.s3_uri or "",
-        "hpcflow_python": python or sys.executable,  # the mirror needs hpcflow and boto3
+        "hpcflow_python": python or sys.executable,  # the mirror and spot watcher run hpcflow itself
         "max_requeues": spec.preemption.max_requeues,
         "requeue_margin_s": spec.preemption.requeue_margin_s,
         "term_grace_s": TERM_GRACE_S,

@@ -260,6 +260,18 @@ def test_spec_python_wins_over_the_default() -> None:
     assert "  /usr/bin/python3.11 \\\n  -m \\\n  m &\n" in render_sbatch(spec, python=PYTHON)
 
 
+def test_hpcflows_own_processes_use_hpcflows_interpreter_not_the_programs() -> None:
+    # The program's interpreter may be a container's, without hpcflow; the spot watcher and the
+    # S3 mirror run on the node with the interpreter that has hpcflow.
+    spec = job(program={"module": "m", "python": "/usr/bin/python3.11"},
+               preemption={"spot_watch": True},
+               checkpoint={"s3_uri": "s3://ckpt-bucket/runs"})
+    text = render_sbatch(spec, python=PYTHON)
+    assert f"{PYTHON} -m hpcflow spot-watch" in text
+    assert text.count(f"{PYTHON} -m hpcflow.mirror") == 2
+    assert "/usr/bin/python3.11 -m hpcflow" not in text
+
+
 def test_template_environment_rejects_undefined_names() -> None:
     from hpcflow.slurm.render import _environment
 
