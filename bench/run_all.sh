@@ -24,11 +24,13 @@ main() {
   )
   for bench in "${benches[@]}"; do
     printf '\n=== %s\n' "${bench}"
+    local started="${SECONDS}"
     # shellcheck disable=SC2086  # the entries are fixed word lists above
     if ! OMP_NUM_THREADS=1 "${python}" ${bench}; then
       printf 'bench: %s crashed\n' "${bench}" >&2
       failed=1
     fi
+    printf '=== %s took %d s\n' "${bench}" "$((SECONDS - started))"
   done
   return "${failed}"
 }
