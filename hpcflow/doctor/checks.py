@@ -14,6 +14,9 @@ Sources:
   reason (aws-parallelcluster-cookbook CHANGELOG 3.2.0: "Set Slurm configuration
   AuthInfo=cred_expire=70 to reduce the time requeued jobs must wait before starting again when
   nodes are not available").
+- It then starts at the next scheduling pass: the main scheduler runs every ``sched_interval``
+  (default 60 s) and, with ``SchedulerType=sched/backfill``, the backfill scheduler every
+  ``bf_interval`` (default 30 s) (slurm.conf(5), SchedulerParameters).
 """
 
 from __future__ import annotations
@@ -206,13 +209,33 @@ def check_preempt_signal(config: dict[str, str]) -> CheckResult:
                 "Scheduling.SlurmSettings.CustomSlurmSettings)")
 
 
+def scheduling_pass_s(config: dict[str, str]) -> tuple[int, str]:
+    """Longest wait, in seconds, for Slurm's next scheduling pass, and the setting that sets it.
+
+    Args:
+        config: ``scontrol show config`` as a mapping (see :func:`parse_slurm_config`).
+    """
+    params = dict(p.partition("=")[::2] for p in config.get("SchedulerParameters", "").split(",")
+                  if "=" in p)
+    passes = [(int(params.get("sched_interval", "60")), "sched_interval")]
+    if config.get("SchedulerType", "sched/backfill") == "sched/backfill":
+        passes.append((int(params.get("bf_interval", "30")), "bf_interval"))
+    return min(passes)
+
+
 def check_requeue(config: dict[str, str]) -> CheckResult:
     if not config:
         return warn("requeue", "Slurm configuration unknown", "fix the slurm check first")
     m = re.search(r"cred_expire=(\d+)", config.get("AuthInfo", ""))
     delay_s = int(m.group(1)) if m else 120
     where = "AuthInfo cred_expire" if m else "Slurm's default cred_expire"
-    text = f"JobRequeue={config.get('JobRequeue', '?')}; a requeued job waits about {delay_s} s ({where})"
+    try:
+        pass_s, setting = scheduling_pass_s(config)
+        then = f", then up to {pass_s} s for the next scheduling pass (SchedulerParameters {setting})"
+    except ValueError:
+        then = ""
+    text = (f"JobRequeue={config.get('JobRequeue', '?')}; a requeued job waits about {delay_s} s "
+            f"({where}){then}")
     if config.get("JobRequeue") != "1":
         return warn("requeue", text + ": jobs without --requeue are never requeued",
                     "hpcflow's sbatch scripts pass --requeue; for other jobs set JobRequeue=1")

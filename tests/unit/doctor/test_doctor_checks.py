@@ -159,6 +159,22 @@ def test_requeue_and_its_delay(conf, level, text):
     assert result.level == level and text in result.message
 
 
+@pytest.mark.parametrize(("conf", "text"), [
+    ({}, "up to 30 s for the next scheduling pass (SchedulerParameters bf_interval)"),
+    ({"SchedulerType": "sched/builtin"}, "up to 60 s for the next scheduling pass (SchedulerParameters sched_interval)"),
+    ({"SchedulerParameters": "bf_interval=1,sched_interval=2"}, "up to 1 s for the next"),
+    ({"SchedulerParameters": "sched_interval=5,bf_max_job_test=100"}, "up to 5 s for the next"),
+])
+def test_requeue_wait_includes_the_next_scheduling_pass(conf, text):
+    result = check_requeue({"JobRequeue": "1", **conf})
+    assert result.level == "pass" and text in result.message
+
+
+def test_an_unreadable_scheduling_setting_leaves_the_pass_out():
+    result = check_requeue({"JobRequeue": "1", "SchedulerParameters": "bf_interval=many"})
+    assert result.message.endswith("about 120 s (Slurm's default cred_expire)")
+
+
 def test_run_all_on_a_healthy_node():
     probe = FakeProbe(
         commands={"nvidia-smi -L": _gpus(8), "fi_info -p efa -t FI_EP_RDM": _efa(32),
