@@ -2,7 +2,8 @@
 (docs/protocol.md, "Spare nodes and node exclusion"): with ``resilience.spare_nodes: 1`` a
 one-node job holds both nodes; after ``exclude_after_failures`` rank deaths on the node its step
 runs on, the next step runs on the other node with the same layout (4 ranks on one node), and
-training ends with the same weights as an uninterrupted run."""
+training ends with the same weights as an uninterrupted run. Without a spare, the job is
+requeued with the node in its ExcNodeList and resumes on the other node."""
 
 from __future__ import annotations
 
@@ -119,3 +120,37 @@ def test_a_node_that_keeps_failing_is_replaced_by_the_spare_with_the_same_layout
     assert out.returncode == 0, out.stderr
     table = out.stdout.split("excluded nodes", 1)[1]
     assert re.search(rf"\b{bad}\b.*\b2\b.*a spare node took its place", table), out.stdout
+
+
+def test_without_a_spare_the_job_is_requeued_without_the_node_and_resumes(submit_job):
+    reference = submit_job(train("ref"))
+    assert reference.wait_finished(300).state == "COMPLETED"
+    ref_done = tagged(reference.log(), "hpcflow-done")
+
+    job = submit_job(train("nospare", exclude_after_failures=1))
+    pid = training_rank(job, 0, 1, 7)
+    bad = node_of(pid)
+    os.kill(pid, signal.SIGKILL)
+
+    final = job.wait_finished(300)
+    assert final.state == "COMPLETED" and final.restarts == 1
+    excluded = job.event(protocol.EVENT_NODE_EXCLUDED)
+    assert excluded["node"] == bad and excluded["spare"] is False
+    requeue = job.event("requeue", restart=0)
+    assert requeue["cause"] == protocol.REASON_NODE_EXCLUDED and requeue["excluded"] == bad
+    # Slurm kept the exclusion, and the second attempt ran elsewhere.
+    show = subprocess.run(["scontrol", "show", "job", "-o", job.job_id], capture_output=True,
+                          text=True, check=True).stdout
+    assert f"ExcNodeList={bad} " in show
+    second = job.event("attempt_start", restart=1)
+    assert second["nodelist"] != bad
+    assert not [e for e in job.events() if e["event"] == protocol.EVENT_STEP_RESTART]
+
+    log = job.log()
+    assert {s["world_size"] for s in tagged(log, "hpcflow-start")} == {TASKS}
+    assert [r["step"] for r in tagged(log, "hpcflow-resume")] == [requeue["step"]]
+    done = tagged(log, "hpcflow-done")
+    assert done[0]["params_sha256"] == ref_done[0]["params_sha256"]
+    rep, _ = load_report(job.job_id)
+    assert rep.attempts[0].ending == protocol.ENDING_NODE_EXCLUDED
+    assert rep.attempts[1].ending == protocol.ENDING_COMPLETED
