@@ -81,7 +81,7 @@ def sbatch_options(spec: JobSpec, *, array: str | None = None) -> list[tuple[str
         "--cpus-per-task": str(spec.cpus_per_task),
         "--job-name": sbatch_value(spec.name),
         # Spare nodes (resilience.spare_nodes) are allocated too; each step runs on spec.nodes.
-        "--nodes": str(spec.nodes + (spec.resilience.spare_nodes if spec.resilience else 0)),
+        "--nodes": str(allocated_nodes(spec)),
         "--ntasks-per-node": str(spec.tasks_per_node),
         "--open-mode": "append",
         "--output": sbatch_value(f"{spec.run_dir}/%x-%j.out", always_quote=True),
@@ -99,6 +99,12 @@ def sbatch_options(spec: JobSpec, *, array: str | None = None) -> list[tuple[str
     if spec.account:
         opts["--account"] = sbatch_value(spec.account)
     return sorted(opts.items())
+
+
+def allocated_nodes(spec: JobSpec) -> int:
+    """The nodes the job allocates: ``nodes`` plus ``resilience.spare_nodes`` (each step runs on
+    ``nodes`` of them; docs/protocol.md, "Spare nodes and node exclusion")."""
+    return spec.nodes + (spec.resilience.spare_nodes if spec.resilience else 0)
 
 
 def srun_options(spec: JobSpec) -> list[str]:
@@ -235,6 +241,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "network_preset": network_preset(spec),
         "instance_type": spec.network.instance_type if spec.network else "",
         "nodes": spec.nodes,
+        "alloc_nodes": allocated_nodes(spec),
         "tasks_per_node": spec.tasks_per_node,
         "ntasks": spec.ntasks,
         "python": interpreter,

@@ -62,3 +62,9 @@ def test_bad_values_are_refused_naming_field_value_and_allowed(changes: dict,
     text = str(info.value)
     for word in expected:
         assert word in text, text
+
+
+def test_the_spot_watcher_runs_on_every_allocated_node_spares_included() -> None:
+    spec = job(nodes=2, preemption={"spot_watch": True}, resilience={"spare_nodes": 1})
+    script = render_sbatch(spec, python="/usr/bin/python3")
+    assert "srun --overlap --kill-on-bad-exit=0 --nodes=3 --ntasks=3 \\\n" in script
