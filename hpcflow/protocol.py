@@ -78,6 +78,14 @@ EVENT_STEP_RESTART = "step_restart"
 #: Ledger event the batch script appends when a rank failed with an exception: ``exception``
 #: (``<type>@<step>``), ``traceback`` (file under the run directory), ``repeated``.
 EVENT_PROGRAM_ERROR = "program_error"
+#: Ledger event the batch script appends when it excludes a node from the job's steps after
+#: ``resilience.exclude_after_failures`` rank failures were blamed on it: ``node``,
+#: ``failures``, ``excluded`` (every node excluded so far, comma-separated), ``spare`` (true:
+#: the next step runs on a spare node of the allocation; false: the job is requeued without it).
+EVENT_NODE_EXCLUDED = "node_excluded"
+#: ``cause`` of a ``requeue`` event after a node was excluded with no spare node left (a
+#: failure: counted against ``resilience.max_failures``, not ``preemption.max_requeues``).
+REASON_NODE_EXCLUDED = "node_excluded"
 #: Job-end reason: the same exception at the same step ended two steps in a row.
 REASON_PROGRAM_ERROR = "program_error"
 #: Job-end reason: the step failed and ``resilience.max_failures`` restarts were used.
@@ -116,6 +124,7 @@ ENDING_PROGRAM_ERROR = "program_error"
 ENDING_RANK_KILLED = "rank_killed"
 ENDING_REQUEUE_LIMIT = "requeue_limit"
 ENDING_FAILURE_LIMIT = "failure_limit"
+ENDING_NODE_EXCLUDED = "node_excluded"
 ENDING_CANCELLED = "cancelled"
 ENDING_HELD = "held"
 ENDING_NOT_REQUEUED = "not_requeued"
@@ -131,6 +140,8 @@ ENDING_KINDS: dict[str, str] = {
     ENDING_RANK_KILLED: "rank killed: a rank died of a signal without recording an exit",
     ENDING_REQUEUE_LIMIT: "requeue limit reached: checkpoint committed, but no requeue left",
     ENDING_FAILURE_LIMIT: "failure limit reached: resilience.max_failures failed steps used",
+    ENDING_NODE_EXCLUDED: "node excluded: rank failures kept hitting one node and no spare node "
+                          "was left; requeued without it",
     ENDING_CANCELLED: "cancelled by the user",
     ENDING_HELD: "held: Slurm will not start it until `scontrol release <id>`",
     ENDING_NOT_REQUEUED: "preempted but not requeued (no checkpoint committed, requeue disabled "
@@ -147,6 +158,7 @@ REASON_KIND: dict[str, str] = {
     REASON_FAILURE_LIMIT: ENDING_FAILURE_LIMIT,
     "rank_killed": ENDING_RANK_KILLED,
     "requeue_limit": ENDING_REQUEUE_LIMIT,
+    REASON_NODE_EXCLUDED: ENDING_NODE_EXCLUDED,
     "preempted_no_checkpoint": ENDING_NOT_REQUEUED,
     "requeue_failed": ENDING_NOT_REQUEUED,
     "requeue_disabled": ENDING_NOT_REQUEUED,

@@ -20,6 +20,7 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     attempt, how each attempt ended, every failure with the steps it lost, the goodput
     (training / wall), and an SVG timeline."""
     from hpcflow.jobs import mirror_report, records
+    from hpcflow.jobs.endings import excluded_nodes
     from hpcflow.jobs.notices import notice_outcomes
     from hpcflow.jobs.report import load_report
     from hpcflow.jobs.timeline import render_svg
@@ -31,8 +32,9 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     events = records.job_events(rec.run_dir, job_id) if rec else []
     notices = notice_outcomes(rec.run_dir, job_id, events) if rec else []
     mirror = mirror_report.summarise(events) if rec else None
+    excluded = excluded_nodes(events)
     if as_json:
-        emit_json({**rep.to_dict(), "svg": str(svg_path),
+        emit_json({**rep.to_dict(), "svg": str(svg_path), "excluded_nodes": excluded,
                    "spot_notices": [n.to_dict() for n in notices],
                    "mirror": mirror.to_dict() if mirror else None})
         return
@@ -53,6 +55,11 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
                                  "detail"],
                     [(f.attempt, f.kind, f.lost_steps, f"{f.lost_s:.1f}", f.steps or "-",
                       f.detail) for f in rep.failures])
+    if excluded:
+        print_table("excluded nodes", ["attempt", "node", "failures", "then"],
+                    [(x["attempt"], x["node"], x["failures"],
+                      "a spare node took its place" if x["spare"] else "requeued without it")
+                     for x in excluded])
     for n in notices:
         click.echo(n.line())
     if mirror is not None:

@@ -109,8 +109,13 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
             last_step_end = ev
         elif kind in ("job_end", "requeue"):
             reason = str(ev.get("reason", "")) if kind == "job_end" else (
-                P.REASON_REQUEUED_NO_CHECKPOINT if ev.get("checkpoint") is False else "requeue")
+                P.REASON_REQUEUED_NO_CHECKPOINT if ev.get("checkpoint") is False else
+                P.REASON_NODE_EXCLUDED if ev.get("cause") == P.REASON_NODE_EXCLUDED else
+                "requeue")
             detail = reason if reason not in ("completed", "requeue") else ""
+            if reason == P.REASON_NODE_EXCLUDED:
+                detail = (f"node(s) {ev.get('excluded', '?')} excluded after rank failures, no "
+                          "spare node left: requeued without them")
             ranks = rank_detail(last_step_end, killed=reason == "rank_killed")
             if kind == "job_end" and reason not in ("completed", "completed_after_done"):
                 detail = "; ".join(d for d in (reason, ranks) if d)
@@ -119,3 +124,13 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
                           f"reported {(last_step_end or {}).get('rc', '?')} from the teardown")
             ending = (P.REASON_KIND.get(reason, reason), detail)
     return ending
+
+
+def excluded_nodes(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ledger's ``node_excluded`` events (one job, oldest first) as ``{"attempt", "node",
+    "failures", "spare", "time"}``: ``attempt`` counts from 1; ``spare`` is true when a spare node
+    of the allocation took the node's place, false when the job was requeued without it."""
+    return [{"attempt": int(ev.get("restart", 0)) + 1, "node": str(ev.get("node", "?")),
+             "failures": ev.get("failures"), "spare": bool(ev.get("spare")),
+             "time": ev.get("time")}
+            for ev in events if ev.get("event") == P.EVENT_NODE_EXCLUDED]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -99,7 +100,9 @@ class TaskCall:
             try:
                 os.makedirs(joined, exist_ok=True)
                 with open(os.path.join(joined, str(rank)), "w") as f:
-                    f.write(f"{os.getpid()}\n")
+                    # "<pid> <node>", as hpcflow.runtime writes it (docs/protocol.md)
+                    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+                    f.write(f"{os.getpid()} {node}\n")
             except OSError:
                 pass  # not announced: the signal is not forwarded, the deadline stop still is
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcflow.command import Runner, run_command
+from hpcflow.errors import LocalClusterError
 from hpcflow.local_cluster import processes as procs
 from hpcflow.local_cluster.config import LocalClusterConfig
 from hpcflow.local_cluster.daemons import (
@@ -120,6 +121,33 @@ def up(cfg: LocalClusterConfig, *, log: Log = lambda _m: None, install: bool = T
     procs.save_records(records_path(cfg), records)
     wait_healthy(cfg, runner=runner)
     return status(cfg, runner=runner)
+
+
+def start_node(cfg: LocalClusterConfig, node: str, *, log: Log = lambda _m: None,
+               runner: Runner = run_command) -> bool:
+    """Start the slurmd of one emulated node again if the one ``up`` recorded is not running
+    (it crashed, or a test killed it to emulate a node failure), and record the new one.
+
+    It does not resume the node: a node that slurmctld set DOWN because it stopped answering
+    returns to service by itself when its slurmd registers again (``ReturnToService=2``,
+    slurm.conf(5)), which is what a real node coming back does.
+
+    Returns:
+        True when a slurmd was started; False when the recorded one still runs.
+
+    Raises:
+        LocalClusterError: ``node`` is not a node of ``cfg``, or slurmd failed to start.
+    """
+    if node not in cfg.node_names:
+        raise LocalClusterError(f"node: {node!r} is not a node of the local cluster; "
+                                f"use one of {', '.join(cfg.node_names)}")
+    records = procs.load_records(records_path(cfg))
+    rec = records.get(f"slurmd:{node}")
+    if rec is not None and procs.is_alive(rec):
+        return False
+    records[f"slurmd:{node}"] = start_slurmd(cfg, node, log, runner)
+    procs.save_records(records_path(cfg), records)
+    return True
 
 
 def down(cfg: LocalClusterConfig, *, log: Log = lambda _m: None) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -48,16 +49,21 @@ class PreemptionMonitor:
         """True while this monitor's signal handler is installed (only from the main thread)."""
         return self._installed
 
-    def announce(self, joined_dir: str | os.PathLike[str] | None, rank: int) -> bool:
+    def announce(self, joined_dir: str | os.PathLike[str] | None, rank: int,
+                 node: str | None = None) -> bool:
         """Tell the batch script that this rank has joined the protocol (docs/protocol.md).
 
-        Creates ``<joined_dir>/<rank>``. The trap forwards the signal to the step only once
+        Creates ``<joined_dir>/<rank>`` holding ``<pid> <node>``: the node is Slurm's name for
+        it (``SLURMD_NODENAME``, set in every task's environment; srun(1)), else the host
+        name; the batch script blames a rank that died without an exit record on that node
+        (``resilience.exclude_after_failures``). The trap forwards the signal to the step only once
         every rank has done so, so it never reaches a process that would die of it. Nothing is
         announced when the handler could not be installed (not the main thread).
 
         Args:
             joined_dir: ``HPCFLOW_JOINED_DIR``; ``None`` (outside an hpcflow job) does nothing.
             rank: this process's global rank.
+            node: the node's name; default ``SLURMD_NODENAME`` from the environment.
 
         Returns:
             True if the file was written.
@@ -66,7 +72,8 @@ class PreemptionMonitor:
             return False
         try:
             Path(joined_dir).mkdir(parents=True, exist_ok=True)
-            (Path(joined_dir) / str(rank)).write_text(f"{os.getpid()}\n")
+            node = node or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+            (Path(joined_dir) / str(rank)).write_text(f"{os.getpid()} {node}\n")
         except OSError:
             return False  # the flag file still reaches this rank; only the signal is not forwarded
         return True

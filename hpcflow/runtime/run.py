@@ -155,7 +155,7 @@ class Run(Leaving):
 
             config = replace(config, **overrides)
         monitor = PreemptionMonitor(config.preempt_flag, config.preempt_signal)
-        monitor.announce(config.joined_dir, env.rank)
+        monitor.announce(config.joined_dir, env.rank, environ.get("SLURMD_NODENAME"))
         heartbeat = Heartbeat.from_environ(environ, env.rank)
         if heartbeat is not None:
             heartbeat.beat(SECTION_STARTUP, 0)

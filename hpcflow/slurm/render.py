@@ -36,9 +36,11 @@ _FILES = {
     "exits": protocol.exits_name("${hpcflow_job_id}", "${hpcflow_restart}"),
     "done": protocol.done_name("${hpcflow_job_id}", "${hpcflow_restart}"),
 }
-_EVENTS = {"step_restart": protocol.EVENT_STEP_RESTART, "program_error": protocol.EVENT_PROGRAM_ERROR}
+_EVENTS = {"step_restart": protocol.EVENT_STEP_RESTART, "program_error": protocol.EVENT_PROGRAM_ERROR,
+           "node_excluded": protocol.EVENT_NODE_EXCLUDED}
 _REASONS = {"program_error": protocol.REASON_PROGRAM_ERROR,
-            "failure_limit": protocol.REASON_FAILURE_LIMIT}
+            "failure_limit": protocol.REASON_FAILURE_LIMIT,
+            "node_excluded": protocol.REASON_NODE_EXCLUDED}
 
 # sbatch parses "#SBATCH" lines itself (not with a shell): double quotes group a value with
 # spaces, a backslash escapes the next character, '#' outside quotes starts a comment.
@@ -78,7 +80,8 @@ def sbatch_options(spec: JobSpec, *, array: str | None = None) -> list[tuple[str
     opts: dict[str, str | None] = {
         "--cpus-per-task": str(spec.cpus_per_task),
         "--job-name": sbatch_value(spec.name),
-        "--nodes": str(spec.nodes),
+        # Spare nodes (resilience.spare_nodes) are allocated too; each step runs on spec.nodes.
+        "--nodes": str(allocated_nodes(spec)),
         "--ntasks-per-node": str(spec.tasks_per_node),
         "--open-mode": "append",
         "--output": sbatch_value(f"{spec.run_dir}/%x-%j.out", always_quote=True),
@@ -96,6 +99,12 @@ def sbatch_options(spec: JobSpec, *, array: str | None = None) -> list[tuple[str
     if spec.account:
         opts["--account"] = sbatch_value(spec.account)
     return sorted(opts.items())
+
+
+def allocated_nodes(spec: JobSpec) -> int:
+    """The nodes the job allocates: ``nodes`` plus ``resilience.spare_nodes`` (each step runs on
+    ``nodes`` of them; docs/protocol.md, "Spare nodes and node exclusion")."""
+    return spec.nodes + (spec.resilience.spare_nodes if spec.resilience else 0)
 
 
 def srun_options(spec: JobSpec) -> list[str]:
@@ -232,6 +241,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "network_preset": network_preset(spec),
         "instance_type": spec.network.instance_type if spec.network else "",
         "nodes": spec.nodes,
+        "alloc_nodes": allocated_nodes(spec),
         "tasks_per_node": spec.tasks_per_node,
         "ntasks": spec.ntasks,
         "python": interpreter,

@@ -266,6 +266,17 @@ class JobSpec(_Model):
             ))
         if self.parallelism is not None:
             problems.extend(_layout_problems(self, self.parallelism))
+        spare = self.resilience.spare_nodes if self.resilience else 0
+        if spare and self.launcher != "srun":
+            problems.append((
+                "resilience.spare_nodes", spare,
+                f"needs launcher: srun (launcher is {self.launcher!r}): torchrun's rendezvous "
+                "runs on the allocation's first node, which a step with spare nodes may exclude; "
+                "use spare_nodes: 0 or launcher: srun",
+            ))
+        if spare and self.nodes + spare > MAX_NODES:
+            problems.append(("resilience.spare_nodes", spare,
+                             f"nodes + spare_nodes must be at most {MAX_NODES}"))
         if "NCCL_SOCKET_IFNAME" in self.env:
             from hpcflow.nccl.checks import check_socket_ifname
 

@@ -12,6 +12,8 @@ from hpcflow.spec.job_fields import StrictInt, _Model
 MAX_TIMEOUT_S = 86_400
 #: Restarts within one allocation, and failures over the whole job: far above any useful count.
 MAX_RESTARTS = 1000
+#: Spare nodes of one job: far above any useful count (sbatch --nodes is nodes + spare_nodes).
+MAX_SPARE_NODES = 1000
 
 
 class TimeoutsSpec(_Model):
@@ -67,6 +69,22 @@ class ResilienceSpec(_Model):
         description=(
             "Failures over the whole job (all attempts) that may be restarted; counted apart "
             "from preemption.max_requeues."
+        ),
+    )
+
+    spare_nodes: StrictInt = Field(
+        default=0, ge=0, le=MAX_SPARE_NODES,
+        description=(
+            "Nodes allocated beside `nodes` (sbatch --nodes is their sum); each step runs on "
+            "`nodes` of them, so a node excluded after rank failures is replaced in the "
+            "allocation. Without a spare left the job is requeued without that node."
+        ),
+    )
+    exclude_after_failures: StrictInt = Field(
+        default=2, ge=1, le=MAX_RESTARTS,
+        description=(
+            "Rank failures blamed on one node (its ranks died without an exit record) after "
+            "which that node is excluded from the job's steps."
         ),
     )
 

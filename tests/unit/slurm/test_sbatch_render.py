@@ -64,6 +64,7 @@ SPECS = {
     "srun-resilience": job(resilience={"max_in_job_restarts": 1, "max_failures": 2,
                                        "timeouts": {"step_floor_s": 20, "step_s": 90}}),
     "srun-resilience-no-watchdog": job(resilience={"watchdog": False}),
+    "srun-spare-nodes": job(nodes=2, resilience={"spare_nodes": 1, "exclude_after_failures": 1}),
 }
 
 
