@@ -221,7 +221,7 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
         att.end = att.end or float(ends[-1]["time"])
         att.outcome = _outcome(ends[-1])
         att.ending, att.detail = ledger_ending(att.events) or ("", "")
-        if att.first_task and att.ending not in (P.ENDING_COMPLETED, P.ENDING_PREEMPTED):
+        if att.first_task and att.ending not in (P.ENDING_COMPLETED, *P.PREEMPTED_KINDS):
             att.detail = "; ".join(d for d in (att.detail, f"srun: {att.first_task}") if d)
         return
     if step_ends or running:
@@ -307,7 +307,7 @@ def _failures(attempts: list[AttemptLedger],
                 out.append(_failure(att, P.ENDING_RANK_RESTARTED, None, seg, lost,
                                     "the program started again in the job", error))
             elif att.outcome != "running" and (
-                    att.ending not in (P.ENDING_COMPLETED, P.ENDING_PREEMPTED) or lost):
+                    att.ending not in (P.ENDING_COMPLETED, *P.PREEMPTED_KINDS) or lost):
                 out.append(_failure(att, att.ending or att.outcome, att.end, seg, lost,
                                     att.detail, error))
     return out
