@@ -29,10 +29,17 @@ attempt's start-up (attempt start to its first step) and stop (its last step to 
 the end) are printed as a ratio of that floor. Goals: start-up <= 1.3 x floor; stop <= 2 s plus
 the checkpoint write.
 
+Failure mode (``--kill-every-s N``, :mod:`goodput_failures`): instead of warned preemptions, a
+rank is killed (``kill -9``) N seconds after each program start's first step, ``--kills`` times,
+once with in-job restarts and once with requeues; goodput, lost steps and restart time of both
+are printed side by side.
+
 Usage: python bench/bench_goodput.py [--every-s 60] [--preemptions 3] [--small]
        [--spec examples/tiny-dp.yaml] [--steps N] [--set KEY=VALUE ...]
        [--program-arg ARG ...] [--run-dir DIR]
        [--timeout-s 3600] [--floor-repeat 3] [--json FILE]
+       python bench/bench_goodput.py --kill-every-s N [--kills 3] [--small] [--steps N]
+       [--interval 10] [--step-time-s 0.2] [--timeout-s 3600] [--json FILE]
 """
 
 from __future__ import annotations
@@ -247,7 +254,16 @@ def main() -> None:
     parser.add_argument("--floor-repeat", type=int, default=3,
                         help="bare srun steps timed for the start-up floor (median)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--kill-every-s", type=float, default=None,
+                        help="failure mode: kill a rank this many seconds after each program "
+                             "start's first step; in-job restart against requeue")
+    parser.add_argument("--kills", type=int, default=3, help="failure mode: ranks killed")
+    parser.add_argument("--interval", type=int, default=10,
+                        help="failure mode: checkpoint every N steps")
     args = parser.parse_args()
+    if args.kill_every_s is not None:
+        failure_mode(args)
+        return
     if args.small:
         args.every_s, args.preemptions = 20.0, 2
     if args.every_s <= 0 or args.preemptions < 0:
@@ -288,6 +304,30 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({**figures, "preemptions_sent": done.preemptions_sent,
                                          "every_s": args.every_s}, indent=1) + "\n")
+
+
+def failure_mode(args: argparse.Namespace) -> None:
+    """``--kill-every-s``: in-job restart against requeue (:mod:`goodput_failures`)."""
+    import goodput_failures
+
+    if args.small:
+        args.kill_every_s, args.kills = 10.0, 2
+    if args.kill_every_s <= 0 or args.kills < 1 or args.interval < 1:
+        raise SystemExit("--kill-every-s must be > 0, --kills >= 1 and --interval >= 1")
+    args.step_time_s = 0.2 if args.step_time_s is None else args.step_time_s
+    if args.steps is None:  # about one more stretch of --kill-every-s after the last kill
+        args.steps = int((args.kills + 1) * args.kill_every_s / (args.step_time_s + 0.05)) + 1
+    run_root = args.run_dir or Path(tempfile.mkdtemp(prefix="bench-kill-", dir=_runs()))
+    print("\n".join(header("hpcflow goodput benchmark, failure mode (local Slurm cluster)")),
+          flush=True)
+    print(f"job: 2 nodes x 1 rank, hpcflow.examples.train --steps {args.steps} --step-time-s "
+          f"{args.step_time_s:g}, a checkpoint every {args.interval} steps; run dirs under "
+          f"{run_root}", flush=True)
+    print(run(["sinfo", "-h", "-o", "%P %D %c %N %T"], check=False).stdout.strip(), flush=True)
+    results = goodput_failures.main(args, run_root)
+    if args.json:
+        args.json.write_text(json.dumps({"kill_every_s": args.kill_every_s, **results},
+                                        indent=1) + "\n")
 
 
 def _runs() -> Path:

@@ -19,6 +19,7 @@ main() {
     "bench/bench_pcluster.py --repeat 3"
     "bench/bench_checkpoint.py --small"
     "bench/bench_goodput.py --small"
+    "bench/bench_goodput.py --kill-every-s 10 --small"
     "bench/bench_mirror.py --small"
     "bench/bench_submitit.py --steps 40"
   )

@@ -117,6 +117,7 @@ EVENT_SPOT_NOTICE = "spot_notice"
 # and ``report`` show the kind and its description. The one list of kinds: add new ones here.
 ENDING_COMPLETED = "completed"
 ENDING_PREEMPTED = "preempted"
+ENDING_PREEMPTED_SPOT = "preempted_spot"
 ENDING_NODE_FAILURE = "node_failure"
 ENDING_RANK_RESTARTED = "rank_restarted"
 ENDING_HANG = "hang"
@@ -132,7 +133,12 @@ ENDING_NOT_REQUEUED = "not_requeued"
 ENDING_KINDS: dict[str, str] = {
     ENDING_COMPLETED: "completed: every step trained and the program exited 0, or the final "
                       "checkpoint was committed and every rank was done",
-    ENDING_PREEMPTED: "warned preemption (time limit or spot): checkpoint committed, requeued",
+    ENDING_PREEMPTED: "warned preemption, time-limit warning: the warning signal came without a "
+                      "spot notice (Slurm's --signal; one sent by hand with scancel --signal "
+                      "arrives the same way); checkpoint committed, requeued",
+    ENDING_PREEMPTED_SPOT: "warned preemption, spot notice: hpcflow spot-watch recorded a spot "
+                           "interruption notice and sent the warning signal; checkpoint "
+                           "committed, requeued",
     ENDING_NODE_FAILURE: "node failure: the attempt left no end record and Slurm requeued the job",
     ENDING_RANK_RESTARTED: "rank failure: the step was restarted inside the allocation",
     ENDING_HANG: "hang: ranks stopped reporting progress",
@@ -163,6 +169,14 @@ REASON_KIND: dict[str, str] = {
     "requeue_failed": ENDING_NOT_REQUEUED,
     "requeue_disabled": ENDING_NOT_REQUEUED,
 }
+#: The warned preemptions: an attempt that ended so and lost no step is no failure.
+PREEMPTED_KINDS = (ENDING_PREEMPTED, ENDING_PREEMPTED_SPOT)
+#: Kinds a warning signal leads to -> the kind when a ``spot_notice`` of the attempt sent it
+#: (the others keep their kind; their detail names the source).
+SPOT_KIND: dict[str, str] = {ENDING_PREEMPTED: ENDING_PREEMPTED_SPOT}
+#: job_end/requeue ``reason`` words that follow a warning signal (the preemption path).
+WARNED_REASONS = ("requeue", REASON_REQUEUED_NO_CHECKPOINT, "requeue_limit",
+                  "preempted_no_checkpoint", "requeue_failed", "requeue_disabled")
 #: Ledger events an in-job failure leaves (the step ended, the attempt goes on) -> kind.
 FAILURE_EVENT_KIND: dict[str, str] = {
     EVENT_HANG: ENDING_HANG,

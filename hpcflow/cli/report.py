@@ -24,6 +24,7 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     from hpcflow.jobs.notices import notice_outcomes
     from hpcflow.jobs.report import load_report
     from hpcflow.jobs.timeline import render_svg
+    from hpcflow.jobs.tracebacks import error_lines
 
     rep, signals = load_report(job_id)
     rec = records.find_job(job_id)
@@ -60,6 +61,9 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
                     [(x["attempt"], x["node"], x["failures"],
                       "a spare node took its place" if x["spare"] else "requeued without it")
                      for x in excluded])
+    for f in rep.failures:
+        if f.error:
+            click.echo(f"attempt {f.attempt}, {f.kind}: " + "\n".join(error_lines(f.error)))
     for n in notices:
         click.echo(n.line())
     if mirror is not None:

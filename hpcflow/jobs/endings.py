@@ -95,18 +95,44 @@ def rank_detail(step_end: Mapping[str, Any] | None, *, killed: bool = False) -> 
     return "; ".join(parts)
 
 
+def warning_source(spot: Mapping[str, Any] | None, signal: Mapping[str, Any] | None) -> str:
+    """Where an attempt's warning came from, told by the ledger alone (never by the time it
+    came): a ``spot_notice`` event (``hpcflow spot-watch`` records it before it signals the
+    job) -> ``spot notice (terminate on n1)``; else the trap's ``signal`` event -> the signal
+    without a spot notice: Slurm's time-limit warning (``--signal``). A signal sent by hand
+    (``scancel --signal``) reaches the batch shell the same way, from slurmstepd (scancel(1)),
+    and a bash trap is not told the sender, so it reads the same. ``""`` when neither is in the
+    ledger."""
+    if spot:
+        return f"spot notice ({spot.get('action', '?')} on {spot.get('node', '?')})"
+    if signal:
+        return (f"{signal.get('signal', 'the warning signal')} without a spot notice: Slurm's "
+                "time-limit warning (or the same signal sent with scancel --signal)")
+    return ""
+
+
 def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
     """The ending of the last attempt in ``events`` (one job's ledger, oldest first), as
     ``(kind, detail)``; ``None`` while it has no ending record (running, or lost without one).
+
+    An ending on the preemption path (:data:`hpcflow.protocol.WARNED_REASONS`) names its
+    warning's source (:func:`warning_source`); after a spot notice, ``preempted`` becomes
+    ``preempted_spot`` (:data:`hpcflow.protocol.SPOT_KIND`).
     """
     last_step_end: Mapping[str, Any] | None = None
+    spot: Mapping[str, Any] | None = None
+    signal: Mapping[str, Any] | None = None
     ending: tuple[str, str] | None = None
     for ev in events:
         kind = ev.get("event")
         if kind == "attempt_start":
-            last_step_end, ending = None, None
+            last_step_end, ending, spot, signal = None, None, None, None
         elif kind == "step_end":
             last_step_end = ev
+        elif kind == P.EVENT_SPOT_NOTICE:
+            spot = spot or ev
+        elif kind == "signal":
+            signal = signal or ev
         elif kind in ("job_end", "requeue"):
             reason = str(ev.get("reason", "")) if kind == "job_end" else (
                 P.REASON_REQUEUED_NO_CHECKPOINT if ev.get("checkpoint") is False else
@@ -122,7 +148,12 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
             elif reason == "completed_after_done":
                 detail = ("the final checkpoint was committed and every rank was done; srun "
                           f"reported {(last_step_end or {}).get('rc', '?')} from the teardown")
-            ending = (P.REASON_KIND.get(reason, reason), detail)
+            ending_kind = P.REASON_KIND.get(reason, reason)
+            if reason in P.WARNED_REASONS:
+                detail = "; ".join(d for d in (detail, warning_source(spot, signal)) if d)
+                if spot:
+                    ending_kind = P.SPOT_KIND.get(ending_kind, ending_kind)
+            ending = (ending_kind, detail)
     return ending
 
 

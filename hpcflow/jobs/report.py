@@ -100,6 +100,8 @@ class Failure:
         lost_s: their step times, in seconds.
         steps: the lost steps as ``first-last`` (``""`` when none).
         detail: what the ledger says about it.
+        error: the exception of the step's first failing rank (traceback bounded), when a
+            rank raised and recorded it (:mod:`hpcflow.jobs.tracebacks`), else None.
     """
 
     attempt: int
@@ -109,6 +111,7 @@ class Failure:
     lost_s: float
     steps: str
     detail: str
+    error: dict[str, Any] | None = None
 
 
 @dataclass
@@ -149,7 +152,8 @@ class GoodputReport:
 
 def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[str, Any]],
                  log_text: str, now_s: float, alive: bool = True,
-                 later_steps: Iterable[int] = (), last_ending: str = "") -> GoodputReport:
+                 later_steps: Iterable[int] = (), last_ending: str = "",
+                 errors: Mapping[tuple[int, int], Any] | None = None) -> GoodputReport:
     """Combine ledger events and log lines into a :class:`GoodputReport`.
 
     Args:
@@ -164,6 +168,8 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
             a step of this job trained again there was lost here.
         last_ending: the kind Slurm's state gives the job (``cancelled``...), for a last
             attempt that left no end record.
+        errors: the recorded exceptions, ``(restart, try) -> RankError``
+            (:func:`hpcflow.jobs.tracebacks.step_errors`); each failure of that step shows its.
     """
     tagged = split_log(log_text, job_id)
     attempts: list[AttemptLedger] = []
@@ -195,7 +201,7 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
     wall = max(0.0, end - submitted_at)
     goodput = (totals["training"] / wall) if wall > 0 and attempts else None
     return GoodputReport(job_id, round(wall, 3), totals, goodput, attempts, submitted_at,
-                         _failures(attempts))
+                         _failures(attempts, errors or {}))
 
 
 def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> None:
@@ -215,7 +221,7 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
         att.end = att.end or float(ends[-1]["time"])
         att.outcome = _outcome(ends[-1])
         att.ending, att.detail = ledger_ending(att.events) or ("", "")
-        if att.first_task and att.ending not in (P.ENDING_COMPLETED, P.ENDING_PREEMPTED):
+        if att.first_task and att.ending not in (P.ENDING_COMPLETED, *P.PREEMPTED_KINDS):
             att.detail = "; ".join(d for d in (att.detail, f"srun: {att.first_task}") if d)
         return
     if step_ends or running:
@@ -280,7 +286,8 @@ def _mark_lost(attempts: list[AttemptLedger], later_jobs: set[int]) -> None:
         att.lost_steps = len(set().union(*att.segment_lost))
 
 
-def _failures(attempts: list[AttemptLedger]) -> list[Failure]:
+def _failures(attempts: list[AttemptLedger],
+              errors: Mapping[tuple[int, int], Any]) -> list[Failure]:
     """Every unwarned ending, oldest first: the in-job failures (each ended one program start
     of its attempt), then the attempt's own ending unless it completed or was a warned
     preemption that lost nothing."""
@@ -288,26 +295,29 @@ def _failures(attempts: list[AttemptLedger]) -> list[Failure]:
     for att in attempts:
         in_job = [e for e in att.events if e.get("event") in FAILURE_EVENT_KIND]
         last = len(att.segments) - 1
+        # The try of the attempt's last step: one step_end per try.
+        last_try = max(0, sum(e.get("event") == "step_end" for e in att.events) - 1)
         for j, (seg, lost) in enumerate(zip(att.segments, att.segment_lost, strict=True)):
+            error = errors.get((att.restart, j if j < last else last_try))
             if j < last and j < len(in_job):
                 e = in_job[j]
                 out.append(_failure(att, FAILURE_EVENT_KIND[str(e["event"])],
-                                    float(e.get("time", 0)), seg, lost, _event_detail(e)))
+                                    float(e.get("time", 0)), seg, lost, _event_detail(e), error))
             elif j < last:
                 out.append(_failure(att, P.ENDING_RANK_RESTARTED, None, seg, lost,
-                                    "the program started again in the job"))
+                                    "the program started again in the job", error))
             elif att.outcome != "running" and (
-                    att.ending not in (P.ENDING_COMPLETED, P.ENDING_PREEMPTED) or lost):
+                    att.ending not in (P.ENDING_COMPLETED, *P.PREEMPTED_KINDS) or lost):
                 out.append(_failure(att, att.ending or att.outcome, att.end, seg, lost,
-                                    att.detail))
+                                    att.detail, error))
     return out
 
 
 def _failure(att: AttemptLedger, kind: str, t: float | None, seg: dict[int, float],
-             lost: set[int], detail: str) -> Failure:
+             lost: set[int], detail: str, error: Any = None) -> Failure:
     steps = f"{min(lost)}-{max(lost)}" if lost else ""
     return Failure(att.restart + 1, kind, t, len(lost), round(sum(seg[s] for s in lost), 3),
-                   steps, detail)
+                   steps, detail, error.to_dict() if error is not None else None)
 
 
 def _event_detail(event: Mapping[str, Any]) -> str:
@@ -360,8 +370,10 @@ def load_report(job_id: str, *, now_s: float | None = None) -> tuple[GoodputRepo
         if other != job_id and float(sub.get("submitted_at", 0) or 0) > submitted_at:
             log = Path(rec.run_dir) / f"{sub.get('name', rec.name)}-{other}.out"
             later |= steps_in(read_text(log), other)
+    from hpcflow.jobs.tracebacks import step_errors
+
     report = build_report(job_id, submitted_at=submitted_at, events=events,
                           log_text=read_text(rec.log_path), alive=alive, later_steps=later,
-                          last_ending=last_ending,
+                          last_ending=last_ending, errors=step_errors(rec.run_dir, job_id, events),
                           now_s=records.now() if now_s is None else now_s)
     return report, [e for e in events if e.get("event") == "signal"]

@@ -80,6 +80,11 @@ def test_a_full_checkpoint_disk_and_a_killed_rank_are_told_apart(submit_job, ful
     assert [s["ending"] for s in shown] == [P.ENDING_PROGRAM_ERROR, P.ENDING_RANK_KILLED]
     assert "exited with status 5" in shown[0]["reason"]
     assert "left no exit record" in shown[1]["reason"]
+    # Without a resilience block too, the report shows the first failing rank's traceback.
+    full_rep = json.loads(hpcflow("report", full.job_id, "--json").stdout)["data"]
+    error = full_rep["failures"][0]["error"]
+    assert error is not None and error["try"] == 0, full_rep["failures"]
+    assert error["type"] == "CheckpointError" and "No space left on device" in error["traceback"]
     rep = json.loads(hpcflow("report", killed.job_id, "--json").stdout)["data"]
     assert rep["attempts"][0]["ending"] == P.ENDING_RANK_KILLED
     assert [f["kind"] for f in rep["failures"]] == [P.ENDING_RANK_KILLED]

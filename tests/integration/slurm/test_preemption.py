@@ -65,6 +65,10 @@ def test_preempted_job_checkpoints_requeues_resumes_and_completes(submit_job):
                           capture_output=True, text=True, check=True)
     rep = json.loads(proc.stdout)["data"]
     assert [a["outcome"] for a in rep["attempts"]] == ["requeue", "completed"]
+    # No spot notice in the ledger: the warning reads as the time-limit one (a USR1 sent by
+    # hand arrives as Slurm's does; docs/protocol.md, "Where a warning came from").
+    assert [a["ending"] for a in rep["attempts"]] == ["preempted", "completed"]
+    assert "USR1 without a spot notice" in rep["attempts"][0]["detail"]
     assert rep["totals"]["lost"] == 0.0 and 0 < rep["goodput"] < 1
     assert rep["attempts"][1]["resumed_from"] == committed
     assert Path(rep["svg"]).read_text().startswith("<svg")
@@ -156,4 +160,5 @@ def test_slurms_own_time_limit_warning_reaches_the_trap(submit_job):
     final = job.wait_finished(240)
     assert job.event("signal") is not None
     assert final.exit_code == 75 and job.event("job_end")["reason"] == "requeue_limit"
+    assert final.ending == "requeue_limit" and "USR1 without a spot notice" in final.reason
     assert "hpcflow-preempted" in job.log()

@@ -14,9 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from slurm_helpers import wait_for
 
 from hpcflow import protocol
+from hpcflow.cli.main import cli
 from hpcflow.jobs.report import load_report
 
 pytestmark = [pytest.mark.slurm]
@@ -151,6 +153,19 @@ def test_the_same_error_twice_ends_the_job_failed_with_the_traceback(submit_job)
     record = json.loads((Path(job.run_dir) / errors[-1]["errors"] / "0.json").read_text())
     assert record["type"] == "ValueError" and "bad batch at step 7" in record["traceback"]
     assert "raise ValueError" in record["traceback"]
+    # `hpcflow report` shows it too, for the in-job failure and for the job's ending.
+    rep, _ = load_report(job.job_id)
+    shown = [f for f in rep.failures if f.error]
+    assert [f.kind for f in shown] == [protocol.ENDING_RANK_RESTARTED,
+                                       protocol.ENDING_PROGRAM_ERROR]
+    for failure, try_ in zip(shown, (0, 1), strict=True):
+        assert failure.error["try"] == try_ and failure.error["type"] == "ValueError"
+        assert failure.error["traceback"].splitlines()[-1] == "ValueError: bad batch at step 7"
+        assert "raise_at_step.py" in failure.error["traceback"]
+    result = CliRunner().invoke(cli, ["report", job.job_id])
+    assert result.exit_code == 0, result.output
+    assert "traceback of rank " in result.output
+    assert "ValueError: bad batch at step 7" in result.output
 
 
 def test_a_warned_preemption_keeps_its_path_with_a_resilience_block(submit_job):

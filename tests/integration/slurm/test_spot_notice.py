@@ -98,6 +98,8 @@ def test_spot_notice_checkpoints_requeues_and_resumes_with_no_lost_step(submit_j
     rep = json.loads(out.stdout)["data"]
     assert rep["totals"]["lost"] == 0.0
     assert [a["outcome"] for a in rep["attempts"]] == ["requeue", "completed"]
+    assert [a["ending"] for a in rep["attempts"]] == ["preempted_spot", "completed"]
+    assert "spot notice (terminate on n1)" in rep["attempts"][0]["detail"]
     [spot] = rep["spot_notices"]
     assert spot["restart"] == 0 and spot["step"] == committed
     assert 0 <= spot["committed_in_s"] < 60

@@ -1,0 +1,243 @@
+"""``bench_goodput.py --kill-every-s N``: a rank killed every N seconds, in-job restart against
+requeue, side by side in one run. It prints figures; it never fails on time.
+
+Two jobs of the same spec run one after the other on the local Slurm cluster (2 nodes x 1 rank,
+``hpcflow.examples.train``, a checkpoint every ``--interval`` steps, a ``resilience`` block
+without the hang watchdog). ``N`` seconds after each program start's first training step the
+benchmark kills one training process (``kill -9`` of rank 1, found through ``/proc``), ``kills``
+times; then the job runs to its end.
+
+- in-job restart: ``resilience.max_in_job_restarts`` = kills + 1: the batch script starts a new
+  step in the same allocation from the latest committed checkpoint (docs/protocol.md, "Hangs and
+  in-job restarts").
+- requeue: ``resilience.max_in_job_restarts`` = 0. What the batch script really does then: the
+  step ends, the job ends ``rank_killed`` and Slurm marks it FAILED; nothing requeues a failed job
+  by itself (Slurm requeues on its own only after a node failure, or with a ``RequeueExit``
+  rule in slurm.conf, which hpcflow does not set). The benchmark therefore requeues it the way
+  Slurm does after a node failure, ``scontrol requeue <job>`` once the job has ended; the batch
+  script counts each such requeue against ``resilience.max_failures`` (kills + 1 here) and the
+  next attempt resumes from the latest committed checkpoint.
+
+Figures per job, from ``hpcflow report``'s ledger (:func:`hpcflow.jobs.report.load_report`) and
+rank 0's ``<run_dir>/metrics.jsonl`` (Unix time and ``step_time_s`` of every step):
+
+- goodput = training / wall; goodput holding nodes = training / (wall - pending);
+- lost steps: per failure, the steps trained before it and trained again after it;
+- restart time: from the kill to the start of the first training step of the next program start
+  (detection, teardown, for the requeue also the queue, then start-up and restore); median.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpcflow.jobs import records, service
+from hpcflow.jobs.report import load_report
+
+ARMS = (("in-job restart", True), ("requeue", False))
+
+
+def failure_spec(run_dir: Path, *, steps: int, step_time_s: float, interval: int, kills: int,
+                 in_job: bool) -> dict[str, Any]:
+    """The benchmark's job spec: the same for both arms but for ``max_in_job_restarts``."""
+    return {
+        "name": "kill-bench", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:30:00",
+        "run_dir": str(run_dir),
+        "program": {"module": "hpcflow.examples.train",
+                    "args": ["--steps", str(steps), "--step-time-s", str(step_time_s)]},
+        "env": {"OMP_NUM_THREADS": "1"},
+        "checkpoint": {"keep": 2, "interval_steps": interval},
+        "preemption": {"max_requeues": 0},
+        "resilience": {"watchdog": False, "max_in_job_restarts": kills + 1 if in_job else 0,
+                       "max_failures": kills + 1},
+    }
+
+
+def rank_pid(job_id: str, rank: int) -> int | None:
+    """The pid of the training process of ``rank`` in ``job_id`` (every node of the local
+    cluster runs on this machine), from ``/proc/<pid>/environ`` and ``cmdline``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if (f"SLURM_JOB_ID={job_id}".encode() in env and f"SLURM_PROCID={rank}".encode() in env
+                and b"hpcflow.examples.train" in cmd):
+            return int(entry.name)
+    return None
+
+
+def first_step_after(run_dir: Path, t: float) -> float | None:
+    """Unix start time of the first step rank 0 ended after ``t`` (its end less its
+    ``step_time_s``), or None yet."""
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            rec = json.loads(line)
+            if float(rec["time"]) > t:
+                return float(rec["time"]) - float(rec.get("step_time_s", 0.0))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def run_arm(name: str, spec: dict[str, Any], *, every_s: float, kills: int, timeout_s: float,
+            requeue: bool, log: Callable[[str], None]) -> dict[str, Any]:
+    """Submit ``spec``, kill rank 1 ``every_s`` after each program start's first step,
+    ``kills`` times (requeueing the ended job when ``requeue``), follow the job to its end.
+
+    Returns:
+        The figures: ``job_id``, ``kill_times``, ``restart_s`` (one per kill), ``lost_steps``
+        (one per failure), ``goodput``, ``goodput_holding_nodes``, ``wall_s``, ``pending_s``,
+        ``training_s``, ``lost_s``, ``endings``.
+
+    Raises:
+        SystemExit: the job did not finish within ``timeout_s`` (it is cancelled), or it ended
+            in a way the benchmark did not cause.
+    """
+    run_dir = Path(spec["run_dir"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir.parent / f"{run_dir.name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    job_id = str(service.submit(path).job_id)
+    log(f"{name}: submitted job {job_id}")
+    deadline = time.monotonic() + timeout_s
+    kill_times: list[float] = []
+    restart_s: list[float] = []
+    since: float | None = 0.0  # the current program start is the first to step after this time
+    killed: int | None = None
+    requeued = 0
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: job {job_id} did not finish in {timeout_s:.0f} s")
+            if since is None:  # after a kill: wait for rank 1 in a new process
+                pid = rank_pid(job_id, 1)
+                if pid is not None and pid != killed:
+                    since = time.time()
+            first = first_step_after(run_dir, since) if since is not None else None
+            if first is not None and len(restart_s) < len(kill_times):
+                restart_s.append(first - kill_times[-1])
+                log(f"{name}: training again {restart_s[-1]:.1f} s after the kill")
+            if first is not None and len(kill_times) < kills and time.time() >= first + every_s:
+                killed = rank_pid(job_id, 1)
+                if killed is not None:
+                    os.kill(killed, signal.SIGKILL)
+                    kill_times.append(time.time())
+                    since = None
+                    log(f"{name}: killed rank 1 (pid {killed}), kill {len(kill_times)} of {kills}")
+                    continue
+            events = records.job_events(run_dir, job_id)
+            end = next((e for e in reversed(events) if e.get("event") == "job_end"), None)
+            if end is not None and end.get("reason") in ("completed", "completed_after_done"):
+                break
+            if end is not None and requeue and int(end.get("restart", 0)) == requeued \
+                    and service.job_status(job_id).finished:
+                if requeued >= kills:
+                    raise SystemExit(f"{name}: job {job_id} ended {end.get('reason')} after "
+                                     f"{requeued} requeue(s)")
+                subprocess.run(["scontrol", "requeue", job_id], check=True,
+                               capture_output=True, text=True)
+                requeued += 1
+                log(f"{name}: job ended {end.get('reason')}; scontrol requeue {job_id}")
+            elif end is not None and not requeue:
+                raise SystemExit(f"{name}: job {job_id} ended {end.get('reason')}")
+            time.sleep(0.2)
+        _wait_finished(job_id, deadline)
+    except BaseException:
+        subprocess.run(["scancel", job_id], check=False, capture_output=True)
+        raise
+    rep, _ = load_report(job_id)
+    return {
+        "job_id": job_id, "kill_times": kill_times, "restart_s": restart_s,
+        "lost_steps": [f.lost_steps for f in rep.failures], "goodput": rep.goodput,
+        "goodput_holding_nodes": rep.goodput_holding_nodes(), "wall_s": rep.wall_s,
+        "pending_s": rep.totals["pending"], "training_s": rep.totals["training"],
+        "lost_s": rep.totals["lost"], "endings": [a.ending for a in rep.attempts],
+        "failures": [f.kind for f in rep.failures],
+    }
+
+
+def _wait_finished(job_id: str, deadline: float) -> None:
+    while time.monotonic() < deadline and not service.job_status(job_id).finished:
+        time.sleep(0.5)
+
+
+def _runs_of(words: list[str]) -> str:
+    """``a, a, b`` -> ``a x2, b``."""
+    out: list[list[Any]] = []
+    for word in words:
+        if out and out[-1][0] == word:
+            out[-1][1] += 1
+        else:
+            out.append([word, 1])
+    return ", ".join(w if n == 1 else f"{w} x{n}" for w, n in out)
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def print_side_by_side(results: dict[str, dict[str, Any]], every_s: float) -> None:
+    """One table, one column per arm, then the ratios."""
+    a, b = (results[name] for name, _ in ARMS)
+
+    def num(v: float | None, fmt: str = ".1f") -> str:
+        return "-" if v is None else format(v, fmt)
+
+    rows = [
+        ("job", a["job_id"], b["job_id"]),
+        ("kills", len(a["kill_times"]), len(b["kill_times"])),
+        ("attempt endings", _runs_of(a["endings"]), _runs_of(b["endings"])),
+        ("wall s", num(a["wall_s"], ".0f"), num(b["wall_s"], ".0f")),
+        ("pending s", num(a["pending_s"], ".0f"), num(b["pending_s"], ".0f")),
+        ("training s", num(a["training_s"]), num(b["training_s"])),
+        ("lost s (steps redone)", num(a["lost_s"]), num(b["lost_s"])),
+        ("lost steps per failure", str(a["lost_steps"]), str(b["lost_steps"])),
+        ("restart s per kill", ", ".join(num(x) for x in a["restart_s"]),
+         ", ".join(num(x) for x in b["restart_s"])),
+        ("restart s, median", num(median(a["restart_s"])), num(median(b["restart_s"]))),
+        ("goodput (training / wall)", num(a["goodput"], ".3f"), num(b["goodput"], ".3f")),
+        ("goodput holding nodes", num(a["goodput_holding_nodes"], ".3f"),
+         num(b["goodput_holding_nodes"], ".3f")),
+    ]
+    print(f"a rank killed (kill -9) {every_s:g} s after each program start's first step:")
+    print(f"  {'':26}{ARMS[0][0]:>28}{ARMS[1][0]:>28}")
+    for label, x, y in rows:
+        print(f"  {label:26}{x!s:>28}{y!s:>28}")
+    ra, rb = median(a["restart_s"]), median(b["restart_s"])
+    if ra and rb:
+        print(f"  restart time, requeue / in-job restart (medians): {rb / ra:.2f}")
+    if a["goodput"] and b["goodput"]:
+        print(f"  goodput, in-job restart / requeue: {a['goodput'] / b['goodput']:.2f}")
+
+
+def main(args: Any, run_root: Path) -> dict[str, dict[str, Any]]:
+    """Run both arms with ``args`` (``kill_every_s``, ``kills``, ``steps``, ``interval``,
+    ``step_time_s``, ``timeout_s``) under ``run_root``; print and return their figures."""
+    results = {}
+    for name, in_job in ARMS:
+        run_dir = run_root / ("in-job" if in_job else "requeue")
+        spec = failure_spec(run_dir, steps=args.steps, step_time_s=args.step_time_s,
+                            interval=args.interval, kills=args.kills, in_job=in_job)
+        results[name] = run_arm(name, spec, every_s=args.kill_every_s, kills=args.kills,
+                                timeout_s=args.timeout_s, requeue=not in_job,
+                                log=lambda line: print(line, flush=True))
+    print_side_by_side(results, args.kill_every_s)
+    return results
