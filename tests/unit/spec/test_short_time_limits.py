@@ -107,6 +107,12 @@ def test_script_without_warning_has_no_signal_option_and_says_so(tmp_path: Path)
     assert "#SBATCH --signal" not in quiet and NO_WARNING_LINE in quiet
     assert quiet.count(NO_WARNING_LINE) == 1
     assert "#SBATCH --signal=B:USR1@120\n" in warned and NO_WARNING_LINE not in warned
+    # Only the warning arms the stop before the deadline: the header says what happens instead.
+    quiet_head = quiet.partition("\nset -uo pipefail\n")[0]
+    warned_head = warned.partition("\nset -uo pipefail\n")[0]
+    assert "Slurm ends the job at its time limit." in quiet_head
+    assert "before the deadline" not in quiet_head
+    assert "30 s before the deadline, gets TERM" in warned_head
     script = tmp_path / "job.sbatch"
     script.write_text(quiet)
     check = subprocess.run([shutil.which("shellcheck") or "shellcheck", "--severity=style",
