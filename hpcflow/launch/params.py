@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import SpecError
-from hpcflow.spec.job import MIN_SIGNAL_LEAD_S, JobSpec, PreemptionSpec
+from hpcflow.spec.job import JobSpec
 from hpcflow.spec.loading import validate_model
-from hpcflow.spec.timefmt import parse_time_limit
 
 #: Job spec fields an executor takes. ``program`` and ``run_dir`` are hpcflow's own per
 #: submission (the function runs through submitit's payload runner, in a run directory of its
@@ -120,22 +119,6 @@ def default_name(fn: Any) -> str:
     return name or "job"
 
 
-def _fit_lead(time_limit: Any, preemption: dict[str, Any]) -> dict[str, Any]:
-    """A short job (submitit's examples ask for 1-2 minutes) whose spec leaves the signal lead at
-    its default (120 s) gets the shortest allowed lead instead, when that fits below the time
-    limit; a lead given explicitly is never changed (the model then names the conflict)."""
-    if "signal_lead_s" in preemption:
-        return preemption
-    try:
-        limit_s = parse_time_limit(time_limit)
-    except (SpecError, TypeError, ValueError):
-        return preemption
-    default = PreemptionSpec().signal_lead_s
-    if limit_s <= default and limit_s > MIN_SIGNAL_LEAD_S:
-        preemption["signal_lead_s"] = MIN_SIGNAL_LEAD_S
-    return preemption
-
-
 def build_spec(fields: Mapping[str, Any], *, run_dir: Path, argv: list[str],
                env: Mapping[str, str]) -> JobSpec:
     """The job spec of one submission.
@@ -151,7 +134,6 @@ def build_spec(fields: Mapping[str, Any], *, run_dir: Path, argv: list[str],
         SpecError: any field is invalid (the message names every field path and value).
     """
     data = {"time_limit": DEFAULT_TIME_LIMIT, **fields}
-    data["preemption"] = _fit_lead(data["time_limit"], dict(data.get("preemption") or {}))
     data["env"] = {**env, **dict(fields.get("env") or {})}
     data["run_dir"] = str(run_dir)
     data["program"] = {"argv": list(argv)}

@@ -46,6 +46,10 @@ class LocalClusterConfig:
         requeue_delay_s: ``cred_expire``: how long a requeued job waits before it may start.
         state_dir: folder for state, spool, logs and pid records.
         hostname: this machine's short host name (the NodeHostname of every emulated node).
+        partition: the default partition, on every node.
+        extra_partitions: more partitions on the same nodes, not the default: ``dev`` is the
+            one submitit's README example asks for (``slurm_partition="dev"``), so it runs here
+            unchanged. A node in two partitions is listed once per partition by ``sinfo -N``.
     """
 
     nodes: int = 2
@@ -58,6 +62,7 @@ class LocalClusterConfig:
     state_dir: Path = field(default_factory=default_state_dir)
     hostname: str = "localhost"
     partition: str = "debug"
+    extra_partitions: tuple[str, ...] = ("dev",)
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 64:
@@ -145,6 +150,8 @@ def render_slurm_conf(cfg: LocalClusterConfig) -> str:
             f"CPUs={cfg.cpus_per_node} RealMemory={cfg.memory_mb} State=UNKNOWN"
         ),
         f"PartitionName={cfg.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        *(f"PartitionName={name} Nodes=ALL Default=NO MaxTime=INFINITE State=UP"
+          for name in cfg.extra_partitions if name != cfg.partition),
         "",
     ]
     return "\n".join(lines)

@@ -18,12 +18,13 @@ from pathlib import Path
 from hpcflow.command import Runner, run_command
 from hpcflow.errors import LocalClusterError
 from hpcflow.local_cluster import processes as procs
-from hpcflow.local_cluster.config import LocalClusterConfig
+from hpcflow.local_cluster.config import LocalClusterConfig, render_slurm_conf
 from hpcflow.local_cluster.daemons import (
     HEALTHY_STATES,
     Log,
     NodeState,
     query_nodes,
+    slurm_env,
     start_munged,
     start_slurmctld,
     start_slurmd,
@@ -37,6 +38,7 @@ from hpcflow.local_cluster.system import (
     check_same_shape,
     ensure_hosts,
     ensure_packages,
+    run_checked,
     write_config,
 )
 
@@ -79,7 +81,9 @@ def records_path(cfg: LocalClusterConfig) -> Path:
 
 def up(cfg: LocalClusterConfig, *, log: Log = lambda _m: None, install: bool = True,
        paths: SystemPaths = SYSTEM_PATHS, runner: Runner = run_command) -> ClusterStatus:
-    """Bring the local cluster up (idempotent) and return its status.
+    """Bring the local cluster up (idempotent) and return its status. On a running cluster
+    whose slurm.conf changed in anything but its nodes and ports (a partition added), the new
+    slurm.conf is written and applied with ``scontrol reconfigure``, without a restart.
 
     Args:
         cfg: nodes, ports and the state folder.
@@ -103,6 +107,7 @@ def up(cfg: LocalClusterConfig, *, log: Log = lambda _m: None, install: bool = T
     wanted = {"slurmctld", *(f"slurmd:{n}" for n in cfg.node_names)}
     if wanted <= alive:
         log("the local cluster is already running: reusing it")
+    before = _read(cfg.slurm_conf_path) if "slurmctld" in alive else None
     write_config(cfg, paths)
     ensure_hosts(cfg, paths)
     if "munged" not in alive:
@@ -119,6 +124,11 @@ def up(cfg: LocalClusterConfig, *, log: Log = lambda _m: None, install: bool = T
             records[f"slurmd:{node}"] = start_slurmd(cfg, node, log, runner)
             procs.save_records(records_path(cfg), records)
     procs.save_records(records_path(cfg), records)
+    if before is not None and before != render_slurm_conf(cfg):
+        # Same nodes and ports (check_same_shape), other partitions or settings: a running
+        # slurmctld reads slurm.conf again and tells the slurmds (scontrol(1), reconfigure).
+        log("slurm.conf changed under the running cluster: scontrol reconfigure")
+        run_checked(["scontrol", "reconfigure"], env=slurm_env(cfg), runner=runner)
     wait_healthy(cfg, runner=runner)
     return status(cfg, runner=runner)
 
@@ -148,6 +158,13 @@ def start_node(cfg: LocalClusterConfig, node: str, *, log: Log = lambda _m: None
     records[f"slurmd:{node}"] = start_slurmd(cfg, node, log, runner)
     procs.save_records(records_path(cfg), records)
     return True
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
 
 
 def down(cfg: LocalClusterConfig, *, log: Log = lambda _m: None) -> list[str]:

@@ -122,7 +122,9 @@ def check_ports(cfg: LocalClusterConfig, alive: set[str]) -> None:
 
 
 #: slurm.conf keys that the running daemons were started with and cannot change under them.
-SHAPE_KEYS = ("SlurmctldHost", "SlurmctldPort", "NodeName", "PartitionName", "StateSaveLocation")
+#: Partitions are not among them: ``scontrol reconfigure`` makes a running slurmctld read its
+#: partitions again (scontrol(1), reconfigure), which ``up`` does when slurm.conf changed.
+SHAPE_KEYS = ("SlurmctldHost", "SlurmctldPort", "NodeName", "StateSaveLocation")
 
 
 def _shape(text: str) -> list[str]:

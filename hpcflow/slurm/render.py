@@ -86,9 +86,10 @@ def sbatch_options(spec: JobSpec, *, array: str | None = None) -> list[tuple[str
         "--open-mode": "append",
         "--output": sbatch_value(f"{spec.run_dir}/%x-%j.out", always_quote=True),
         "--requeue" if spec.preemption.requeue else "--no-requeue": None,
-        "--signal": f"B:{spec.preemption.signal}@{spec.preemption.signal_lead_s}",
         "--time": spec.time_limit,
     }
+    if spec.preemption.signal_lead_s:  # 0: no warning before the time limit
+        opts["--signal"] = f"B:{spec.preemption.signal}@{spec.preemption.signal_lead_s}"
     if array is not None:
         opts["--array"] = array
         opts["--output"] = sbatch_value(f"{spec.run_dir}/%a/%x-%A_%a.out", always_quote=True)

@@ -53,6 +53,7 @@ from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's pub
     ParallelismSpec,
     PreemptionSpec,
     ProgramSpec,
+    lead_for_short_jobs,
 )
 from hpcflow.spec.job_resilience import ResilienceSpec
 from hpcflow.spec.loading import (
@@ -182,6 +183,12 @@ class JobSpec(_Model):
 
     @model_validator(mode="before")
     @classmethod
+    def _no_warning_for_short_jobs(cls, data: Any) -> Any:
+        """A time limit too short for the default lead, and no lead given: no warning."""
+        return lead_for_short_jobs(data)
+
+    @model_validator(mode="before")
+    @classmethod
     def _place_checkpoint_dir(cls, data: Any) -> Any:
         """Fill checkpoint.dir from run_dir (default ``checkpoints``; relative = under run_dir)."""
         if not isinstance(data, dict):
@@ -254,10 +261,11 @@ class JobSpec(_Model):
                 lead,
                 f"must be less than time_limit ({self.time_limit} = {self.time_limit_s} s); Slurm "
                 f"sends the signal up to {SIGNAL_JITTER_S} s off its mark (sbatch --signal), so "
-                "the lead must cover that plus a step and a checkpoint save",
+                "the lead must cover that plus a step and a checkpoint save; or 0 (or left out) "
+                "for a job without a warning",
             ))
         margin = self.preemption.requeue_margin_s
-        if margin >= lead:
+        if lead and margin >= lead:
             problems.append((
                 "preemption.requeue_margin_s",
                 margin,

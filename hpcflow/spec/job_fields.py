@@ -29,6 +29,8 @@ from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F4
 #: and save; 30 s is the least that is sane for any real model.
 SIGNAL_JITTER_S = 60
 MIN_SIGNAL_LEAD_S = SIGNAL_JITTER_S + 30
+#: The warning lead a spec gets when it names none (and its time limit is longer than this).
+DEFAULT_SIGNAL_LEAD_S = 120
 #: sbatch(1), ``--signal``: "sig_time must be an integer value between 0 and 65535".
 MAX_SIGNAL_LEAD_S = 65535
 

@@ -161,7 +161,8 @@ def test_requeue_and_its_delay(conf, level, text):
 
 @pytest.mark.parametrize(("conf", "text"), [
     ({}, "up to 30 s for the next scheduling pass (SchedulerParameters bf_interval)"),
-    ({"SchedulerType": "sched/builtin"}, "up to 60 s for the next scheduling pass (SchedulerParameters sched_interval)"),
+    ({"SchedulerType": "sched/builtin"},
+     "up to 60 s for the next scheduling pass (SchedulerParameters sched_interval)"),
     ({"SchedulerParameters": "bf_interval=1,sched_interval=2"}, "up to 1 s for the next"),
     ({"SchedulerParameters": "sched_interval=5,bf_max_job_test=100"}, "up to 5 s for the next"),
 ])

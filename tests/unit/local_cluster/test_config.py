@@ -51,3 +51,20 @@ def test_per_node_files_use_the_node_name_pattern():
 def test_bad_shapes_are_refused(kw):
     with pytest.raises(ValueError):
         LocalClusterConfig(**kw)
+
+
+def partitions(**kw) -> list[str]:
+    text = render_slurm_conf(LocalClusterConfig(state_dir=Path("/tmp/x"), hostname="box", **kw))
+    return [line for line in text.splitlines() if line.startswith("PartitionName=")]
+
+
+def test_dev_partition_has_the_same_nodes_and_is_not_the_default():
+    assert partitions() == [
+        "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        "PartitionName=dev Nodes=ALL Default=NO MaxTime=INFINITE State=UP",
+    ]
+
+
+def test_extra_partition_named_like_the_default_is_not_repeated():
+    assert partitions(partition="dev") == [
+        "PartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP"]

@@ -59,3 +59,38 @@ def test_up_with_other_nodes_or_ports_is_refused_and_rewrites_nothing(running: P
         manager.up(cfg, install=False, paths=paths(running), runner=sinfo_only)
     assert conf.read_text() == before
     assert not (running / "etc-slurm.conf").exists()
+
+
+def test_up_adds_a_new_partition_to_a_running_cluster_with_scontrol_reconfigure(
+        running: Path) -> None:
+    """A cluster started before the dev partition existed gets it without a restart."""
+    conf = running / "state" / "etc" / "slurm.conf"
+    old_cfg = LocalClusterConfig(state_dir=running / "state", hostname="h", extra_partitions=())
+    conf.write_text(render_slurm_conf(old_cfg))
+    ran: list[list[str]] = []
+
+    def runner(argv, **kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
+        if argv[:2] == ["scontrol", "reconfigure"]:
+            assert kw["env"]["SLURM_CONF"] == str(conf)
+            ran.append(argv)
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        return sinfo_only(argv, **kw)
+
+    lines: list[str] = []
+    cfg = LocalClusterConfig(state_dir=running / "state", hostname="h")
+    manager.up(cfg, log=lines.append, install=False, paths=paths(running), runner=runner)
+    assert ran == [["scontrol", "reconfigure"]]
+    assert "PartitionName=dev Nodes=ALL Default=NO" in conf.read_text()
+    assert "slurm.conf changed under the running cluster: scontrol reconfigure" in lines
+
+
+def test_nodes_in_two_partitions_are_counted_once(tmp_path: Path) -> None:
+    from hpcflow.local_cluster.daemons import query_nodes
+
+    def runner(argv, **_kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
+        # sinfo -N lists a node once per partition (debug, then dev)
+        return subprocess.CompletedProcess(
+            argv, 0, "n1|idle|none\nn2|mixed|none\nn1|idle|none\nn2|mixed|none\n", "")
+
+    nodes = query_nodes(LocalClusterConfig(state_dir=tmp_path), runner)
+    assert [(n.name, n.state) for n in nodes] == [("n1", "idle"), ("n2", "mixed")]

@@ -31,7 +31,8 @@ def test_without_the_block_no_resilience_code_is_rendered() -> None:
                  "step_restart", "hpcflow_prepare_try"):
         assert word not in text
     # A rank's traceback is still recorded for `hpcflow report`: one step, try 0.
-    assert 'hpcflow_try=0\nexport HPCFLOW_ERROR_DIR="$hpcflow_state_dir/errors-${hpcflow_job_id}-${hpcflow_restart}-${hpcflow_try}"\n' in text
+    assert ('hpcflow_try=0\nexport HPCFLOW_ERROR_DIR="$hpcflow_state_dir/errors-'
+            '${hpcflow_job_id}-${hpcflow_restart}-${hpcflow_try}"\n') in text
 
 
 def test_watchdog_runs_with_the_submitting_interpreter_quoted() -> None:
