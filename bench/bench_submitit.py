@@ -114,8 +114,9 @@ def train_hpcflow(cfg: dict) -> dict:
         return {"sha": _sha(model.module), "step": step}
 
 
-class PlainTrainer(submitit.helpers.Checkpointable):
-    """The same DDP loop as submitit's docs checkpoint it: state kept on the callable."""
+class _StateOnTheCallable(submitit.helpers.Checkpointable):
+    """State kept on the callable, as submitit's docs show: ``saved`` is what ``checkpoint()``
+    copied, ``_live`` the running model and optimizer (never pickled)."""
 
     def __init__(self) -> None:
         self.step = 0
@@ -124,6 +125,10 @@ class PlainTrainer(submitit.helpers.Checkpointable):
 
     def __getstate__(self) -> dict:
         return {"step": self.step, "saved": self.saved, "_live": None}
+
+
+class PlainTrainer(_StateOnTheCallable):
+    """The same DDP loop as submitit's docs checkpoint it: state kept on the callable."""
 
     def __call__(self, cfg: dict) -> dict:
         import torch
@@ -240,17 +245,9 @@ def train_hpcflow_fsdp(cfg: dict) -> dict:
         return {"sha": params_sha256(model), "optim": optimizer_sha256(model, optim), "step": step}
 
 
-class PlainFSDPTrainer(submitit.helpers.Checkpointable):
+class PlainFSDPTrainer(_StateOnTheCallable):
     """The FSDP2 loop checkpointed as submitit's docs show (state kept on the callable, copied
     by rank 0's signal handler, pickled by submitit)."""
-
-    def __init__(self) -> None:
-        self.step = 0
-        self.saved: dict | None = None
-        self._live: tuple | None = None
-
-    def __getstate__(self) -> dict:
-        return {"step": self.step, "saved": self.saved, "_live": None}
 
     def __call__(self, cfg: dict) -> dict:
         import torch

@@ -43,8 +43,10 @@ import yaml
 
 from hpcflow.jobs import records, service
 from hpcflow.jobs.report import load_report
+from hpcflow.local_cluster.processes import rank_pid
 
 ARMS = (("in-job restart", True), ("requeue", False))
+TRAIN = "hpcflow.examples.train"
 
 
 def failure_spec(run_dir: Path, *, steps: int, step_time_s: float, interval: int, kills: int,
@@ -53,7 +55,7 @@ def failure_spec(run_dir: Path, *, steps: int, step_time_s: float, interval: int
     return {
         "name": "kill-bench", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:30:00",
         "run_dir": str(run_dir),
-        "program": {"module": "hpcflow.examples.train",
+        "program": {"module": TRAIN,
                     "args": ["--steps", str(steps), "--step-time-s", str(step_time_s)]},
         "env": {"OMP_NUM_THREADS": "1"},
         "checkpoint": {"keep": 2, "interval_steps": interval},
@@ -61,23 +63,6 @@ def failure_spec(run_dir: Path, *, steps: int, step_time_s: float, interval: int
         "resilience": {"watchdog": False, "max_in_job_restarts": kills + 1 if in_job else 0,
                        "max_failures": kills + 1},
     }
-
-
-def rank_pid(job_id: str, rank: int) -> int | None:
-    """The pid of the training process of ``rank`` in ``job_id`` (every node of the local
-    cluster runs on this machine), from ``/proc/<pid>/environ`` and ``cmdline``."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = (entry / "environ").read_bytes().split(b"\0")
-            cmd = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if (f"SLURM_JOB_ID={job_id}".encode() in env and f"SLURM_PROCID={rank}".encode() in env
-                and b"hpcflow.examples.train" in cmd):
-            return int(entry.name)
-    return None
 
 
 def first_step_after(run_dir: Path, t: float) -> float | None:
@@ -128,7 +113,7 @@ def run_arm(name: str, spec: dict[str, Any], *, every_s: float, kills: int, time
             if time.monotonic() > deadline:
                 raise SystemExit(f"{name}: job {job_id} did not finish in {timeout_s:.0f} s")
             if since is None:  # after a kill: wait for rank 1 in a new process
-                pid = rank_pid(job_id, 1)
+                pid = rank_pid(job_id, 1, TRAIN)
                 if pid is not None and pid != killed:
                     since = time.time()
             first = first_step_after(run_dir, since) if since is not None else None
@@ -136,7 +121,7 @@ def run_arm(name: str, spec: dict[str, Any], *, every_s: float, kills: int, time
                 restart_s.append(first - kill_times[-1])
                 log(f"{name}: training again {restart_s[-1]:.1f} s after the kill")
             if first is not None and len(kill_times) < kills and time.time() >= first + every_s:
-                killed = rank_pid(job_id, 1)
+                killed = rank_pid(job_id, 1, TRAIN)
                 if killed is not None:
                     os.kill(killed, signal.SIGKILL)
                     kill_times.append(time.time())

@@ -117,3 +117,55 @@ def read_pid_file(path: Path, timeout_s: float = 15.0) -> int | None:
             pass
         time.sleep(0.1)
     return None
+
+
+def environ(pid: int) -> dict[str, str]:
+    """The environment ``pid`` started with (``/proc/<pid>/environ``; proc(5)), or ``{}`` when
+    the process is gone or not readable."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(kv.split("=", 1) for kv in raw.decode(errors="replace").split("\0") if "=" in kv)
+
+
+def job_processes(job_id: str, *, node: str | None = None,
+                  command_has: str | None = None) -> dict[int, dict[str, str]]:
+    """The processes Slurm started for ``job_id`` on this machine, with their environments.
+
+    Every node of the local cluster runs on this host, so a job's batch script, srun and ranks
+    are all visible here; Slurm gives each ``SLURM_JOB_ID`` and ``SLURMD_NODENAME`` (and each
+    task ``SLURM_PROCID``) in its environment (srun(1), sbatch(1) "OUTPUT ENVIRONMENT VARIABLES").
+
+    Args:
+        job_id: the numeric Slurm job id.
+        node: only the processes on this emulated node.
+        command_has: only the processes whose command line contains this text.
+
+    Returns:
+        pid -> environment, for the processes that match (none once the job has ended).
+    """
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        env = environ(int(entry.name))
+        if env.get("SLURM_JOB_ID") != job_id or (node and env.get("SLURMD_NODENAME") != node):
+            continue
+        if command_has is not None:
+            try:
+                if command_has.encode() not in (entry / "cmdline").read_bytes():
+                    continue
+            except OSError:
+                continue
+        out[int(entry.name)] = env
+    return out
+
+
+def rank_pid(job_id: str, rank: int, command_has: str) -> int | None:
+    """The pid of task ``rank`` (``SLURM_PROCID``) of ``job_id`` whose command line contains
+    ``command_has`` (e.g. the training module), or None while there is none."""
+    for pid, env in job_processes(job_id, command_has=command_has).items():
+        if env.get("SLURM_PROCID") == str(rank):
+            return pid
+    return None

@@ -15,6 +15,7 @@ import pytest
 from slurm_helpers import wait_for
 
 from hpcflow import protocol as P
+from hpcflow.local_cluster.processes import rank_pid
 
 pytestmark = [pytest.mark.slurm]
 
@@ -58,7 +59,7 @@ def test_a_full_checkpoint_disk_and_a_killed_rank_are_told_apart(submit_job, ful
     full_status = full.wait_finished(300)
     killed = submit_job(spec(train(400)))
     wait_for(lambda: "hpcflow-step" in killed.log(), 300, "training steps")
-    pid = wait_for(lambda: rank_pid(killed.job_id, 1), 60, "the pid of rank 1")
+    pid = wait_for(lambda: rank_pid(killed.job_id, 1, "hpcflow.examples.train"), 60, "the pid of rank 1")
     os.kill(pid, signal.SIGKILL)
     killed_status = killed.wait_finished(300)
 
@@ -90,22 +91,6 @@ def test_a_full_checkpoint_disk_and_a_killed_rank_are_told_apart(submit_job, ful
     assert [f["kind"] for f in rep["failures"]] == [P.ENDING_RANK_KILLED]
     # srun names the first task that failed; the report shows it.
     assert "srun: task 1 on n2: Killed" in rep["failures"][0]["detail"], rep["failures"]
-
-
-def rank_pid(job_id: str, rank: int) -> int | None:
-    """The pid of the training process of ``rank`` in ``job_id`` (this machine runs every node)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = (entry / "environ").read_bytes().split(b"\0")
-            cmd = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if (f"SLURM_JOB_ID={job_id}".encode() in env and f"SLURM_PROCID={rank}".encode() in env
-                and b"hpcflow.examples.train" in cmd):
-            return int(entry.name)
-    return None
 
 
 def test_a_held_job_says_how_to_release_it_and_logs_f_returns(submit_job):

@@ -60,14 +60,6 @@ def tagged(log: str, tag: str) -> list[dict]:
     return [json.loads(m) for m in re.findall(rf"^{tag} (\{{.*\}})$", log, re.M)]
 
 
-def environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    return dict(kv.split("=", 1) for kv in raw.decode(errors="replace").split("\0") if "=" in kv)
-
-
 def pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 
@@ -99,16 +91,6 @@ def stepd_pids(spool: Path, node: str, job_id: str) -> set[int]:
     return out
 
 
-def node_job_pids(node: str, job_id: str) -> set[int]:
-    """Processes of ``job_id`` that Slurm started on ``node`` (they carry SLURMD_NODENAME)."""
-    out = set()
-    for pid in pids():
-        env = environ(pid)
-        if env.get("SLURMD_NODENAME") == node and env.get("SLURM_JOB_ID") == job_id:
-            out.add(pid)
-    return out
-
-
 def kill_node(cfg, node: str, job_id: str) -> dict[str, list[int]]:  # noqa: ANN001
     """What a node's death does to its processes: slurmd first (so nothing reports the rest),
     then the job's slurmstepds and everything the job runs there, until nothing is left."""
@@ -123,7 +105,7 @@ def kill_node(cfg, node: str, job_id: str) -> dict[str, list[int]]:  # noqa: ANN
     for pid in stepds:
         os.kill(pid, signal.SIGKILL)
     for _ in range(20):  # a process may fork while we look: look again until none is left
-        left = node_job_pids(node, job_id)
+        left = set(procs.job_processes(job_id, node=node))
         if not left:
             break
         for pid in left:
@@ -133,7 +115,7 @@ def kill_node(cfg, node: str, job_id: str) -> dict[str, list[int]]:  # noqa: ANN
             except ProcessLookupError:
                 pass
         time.sleep(0.1)
-    assert not node_job_pids(node, job_id)
+    assert not set(procs.job_processes(job_id, node=node))
     print(f"killed on {node}: {killed}")
     return killed
 

@@ -13,13 +13,13 @@ import re
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from slurm_helpers import wait_for
 
 from hpcflow import protocol
 from hpcflow.jobs.report import load_report
+from hpcflow.local_cluster.processes import environ
 
 pytestmark = [pytest.mark.slurm]
 
@@ -59,9 +59,7 @@ def heartbeat(job, try_: int, rank: int) -> dict | None:  # noqa: ANN001
 
 def node_of(pid: int) -> str:
     """The emulated node a rank runs on: srun sets SLURMD_NODENAME in its environment."""
-    raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
-    env = dict(kv.split("=", 1) for kv in raw.split("\0") if "=" in kv)
-    return env["SLURMD_NODENAME"]
+    return environ(pid)["SLURMD_NODENAME"]
 
 
 def training_rank(job, try_: int, rank: int, past_step: int) -> int:  # noqa: ANN001

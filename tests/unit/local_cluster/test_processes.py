@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 from hpcflow.local_cluster import processes as procs
 
@@ -35,3 +36,29 @@ def test_missing_or_garbled_records_mean_none(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert procs.load_records(bad) == {}
+
+
+def test_a_jobs_processes_are_found_by_their_slurm_environment():
+    env = {**os.environ, "SLURM_JOB_ID": "990001", "SLURM_PROCID": "1", "SLURMD_NODENAME": "n2"}
+    other = {**env, "SLURM_JOB_ID": "990002"}
+    code = "import time; time.sleep(60)"
+    ours = subprocess.Popen([sys.executable, "-c", code, "train-marker"], env=env)
+    theirs = subprocess.Popen([sys.executable, "-c", code, "train-marker"], env=other)
+    try:
+        deadline = time.monotonic() + 10
+        while ours.pid not in procs.job_processes("990001"):
+            assert time.monotonic() < deadline, "the process never showed up"
+            time.sleep(0.05)
+        found = procs.job_processes("990001")
+        assert set(found) == {ours.pid} and found[ours.pid]["SLURMD_NODENAME"] == "n2"
+        assert procs.job_processes("990001", node="n1") == {}
+        assert procs.rank_pid("990001", 1, "train-marker") == ours.pid
+        assert procs.rank_pid("990001", 0, "train-marker") is None
+        assert procs.rank_pid("990001", 1, "another-program") is None
+    finally:
+        ours.kill()
+        theirs.kill()
+        ours.wait()
+        theirs.wait()
+    assert procs.job_processes("990001") == {}
+    assert procs.environ(ours.pid) == {}
