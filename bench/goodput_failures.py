@@ -51,7 +51,12 @@ TRAIN = "hpcflow.examples.train"
 
 def failure_spec(run_dir: Path, *, steps: int, step_time_s: float, interval: int, kills: int,
                  in_job: bool) -> dict[str, Any]:
-    """The benchmark's job spec: the same for both arms but for ``max_in_job_restarts``."""
+    """The benchmark's job spec: the same for both arms but for ``max_in_job_restarts``.
+
+    The kills always hit rank 1, on the same node; ``exclude_after_failures`` above the number
+    of kills keeps that node in the job, so the in-job arm measures restarts, not node
+    exclusion (a 2-node job on the 2-node local cluster has no node to move to).
+    """
     return {
         "name": "kill-bench", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:30:00",
         "run_dir": str(run_dir),
@@ -61,7 +66,7 @@ def failure_spec(run_dir: Path, *, steps: int, step_time_s: float, interval: int
         "checkpoint": {"keep": 2, "interval_steps": interval},
         "preemption": {"max_requeues": 0},
         "resilience": {"watchdog": False, "max_in_job_restarts": kills + 1 if in_job else 0,
-                       "max_failures": kills + 1},
+                       "max_failures": kills + 1, "exclude_after_failures": kills + 1},
     }
 
 
