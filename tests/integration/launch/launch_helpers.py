@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any
-
-import pytest
+from polling import wait_for  # noqa: F401 - the tests import it from here
 
 from hpcflow.jobs import records
-
-
-def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.5) -> Any:
-    """The first true value of ``pred()``; fails the test after ``timeout_s`` seconds."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := pred():
-            return value
-        time.sleep(poll_s)
-    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def ledger(job_id: str) -> list[dict]:

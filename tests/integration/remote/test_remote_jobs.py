@@ -10,11 +10,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from polling import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.sshd]
 
@@ -24,15 +24,6 @@ print(f"prog attempt {n}", flush=True)
 time.sleep(600 if n == "0" else 1)
 print("prog done", flush=True)
 """
-
-
-def wait_for(pred, timeout_s: float, what: str, poll_s: float = 1.0):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := pred():
-            return value
-        time.sleep(poll_s)
-    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def git(repo: Path, *args: str) -> None:

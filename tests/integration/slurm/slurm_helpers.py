@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
+from polling import wait_for  # noqa: F401 - the tests import it from here
 
 from hpcflow import protocol
 from hpcflow.jobs import records, service
-
-
-def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.5) -> Any:
-    """Poll ``pred`` until it returns something truthy; fail the test after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(poll_s)
-    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 class Job:
