@@ -72,6 +72,9 @@ SECTIONS = (SECTION_STARTUP, SECTION_STEP, SECTION_CHECKPOINT, SECTION_END)
 #: Ledger event the watchdog appends when ranks stopped reporting: ``section``, ``ranks``
 #: (those whose heartbeat is stale), ``timeout_s``, ``stacks`` (file under the run directory).
 EVENT_HANG = "hang"
+#: Marker the watchdog leaves in the step's heartbeat folder once it handled a hang (the
+#: ``hang`` event as JSON): the supervisor reads the step's cause from it.
+HANG_MARKER = "hang.json"
 #: Ledger event the batch script appends before it starts a new step in the same allocation:
 #: ``try``, ``rc``, ``cause`` (``hang``, ``rank_failure``, ``program_error``), ``step``.
 EVENT_STEP_RESTART = "step_restart"
@@ -104,7 +107,46 @@ TAG_CHECKPOINT = "hpcflow-checkpoint"
 TAG_PREEMPTED = "hpcflow-preempted"
 TAG_DONE = "hpcflow-done"
 
-# ---- Ledger events and job-end reasons the batch script writes.
+# ---- Ledger events and job-end reasons the supervisor (:mod:`hpcflow.supervisor`) writes.
+#: Version of this contract, recorded in the run directory (:data:`VERSION_FILE`) by the first
+#: attempt. A job rendered by another version ends at once with a message (docs/protocol.md,
+#: "Version skew") instead of being run by rules it was not written for.
+PROTOCOL_VERSION = 2
+#: File in the state folder that holds the protocol version of the job's batch script.
+VERSION_FILE = "protocol-version"
+EVENT_ATTEMPT_START = "attempt_start"
+EVENT_SIGNAL = "signal"
+EVENT_STEP_END = "step_end"
+EVENT_REQUEUE = "requeue"
+EVENT_JOB_END = "job_end"
+#: The program that did not join the protocol was sent TERM before the deadline.
+EVENT_STOP = "stop"
+EVENT_MIRROR_ABANDONED = "mirror_abandoned"
+#: The nodes an earlier attempt excluded are in this allocation and too few others are left,
+#: so the step runs on them after all (``nodes``, ``nodelist``): Slurm did not keep the
+#: exclusion. ``report`` shows it.
+EVENT_EXCLUSION_IGNORED = "exclusion_ignored"
+#: ``source`` of a ``signal`` event: Slurm's own preemption sent TERM (its EndTime moved to now
+#: + GraceTime; slurm.conf(5) GraceTime, preempt.html), or the warning signal came (``--signal``,
+#: a spot notice or ``scancel --signal``).
+SOURCE_SLURM_PREEMPT = "slurm_preempt"
+SOURCE_WARNING = "warning"
+REASON_COMPLETED = "completed"
+REASON_COMPLETED_AFTER_DONE = "completed_after_done"
+REASON_REQUEUE = "requeue"
+REASON_FAILED = "failed"
+REASON_RANK_KILLED = "rank_killed"
+REASON_REQUEUE_LIMIT = "requeue_limit"
+REASON_REQUEUE_FAILED = "requeue_failed"
+REASON_REQUEUE_DISABLED = "requeue_disabled"
+REASON_PREEMPTED_NO_CHECKPOINT = "preempted_no_checkpoint"
+#: The job was cancelled (``scancel``) while it ran: never requeued.
+REASON_CANCELLED = "cancelled"
+#: The job was rendered for another protocol version than this hpcflow's (see
+#: :data:`PROTOCOL_VERSION`).
+REASON_VERSION_SKEW = "version_skew"
+#: The supervisor itself failed; the batch script's last-resort record.
+REASON_SUPERVISOR_ERROR = "supervisor_error"
 #: The job was requeued after the preemption warning although no hpcflow checkpoint was
 #: committed: the program did not join the protocol and resumes from its own checkpoints.
 REASON_REQUEUED_NO_CHECKPOINT = "requeued_no_checkpoint"
@@ -118,6 +160,7 @@ EVENT_SPOT_NOTICE = "spot_notice"
 ENDING_COMPLETED = "completed"
 ENDING_PREEMPTED = "preempted"
 ENDING_PREEMPTED_SPOT = "preempted_spot"
+ENDING_PREEMPTED_SLURM = "preempted_slurm"
 ENDING_NODE_FAILURE = "node_failure"
 ENDING_RANK_RESTARTED = "rank_restarted"
 ENDING_HANG = "hang"
@@ -129,6 +172,8 @@ ENDING_NODE_EXCLUDED = "node_excluded"
 ENDING_CANCELLED = "cancelled"
 ENDING_HELD = "held"
 ENDING_NOT_REQUEUED = "not_requeued"
+ENDING_VERSION_SKEW = "version_skew"
+ENDING_SUPERVISOR_ERROR = "supervisor_error"
 #: kind -> what it means, in the words ``status`` and ``report`` print.
 ENDING_KINDS: dict[str, str] = {
     ENDING_COMPLETED: "completed: every step trained and the program exited 0, or the final "
@@ -139,6 +184,8 @@ ENDING_KINDS: dict[str, str] = {
     ENDING_PREEMPTED_SPOT: "warned preemption, spot notice: hpcflow spot-watch recorded a spot "
                            "interruption notice and sent the warning signal; checkpoint "
                            "committed, requeued",
+    ENDING_PREEMPTED_SLURM: "preempted by Slurm: a higher-priority job took the nodes (TERM at the "
+                            "start of GraceTime); the program checkpointed or stopped, requeued",
     ENDING_NODE_FAILURE: "node failure: the attempt left no end record and Slurm requeued the job",
     ENDING_RANK_RESTARTED: "rank failure: the step was restarted inside the allocation",
     ENDING_HANG: "hang: ranks stopped reporting progress",
@@ -152,31 +199,40 @@ ENDING_KINDS: dict[str, str] = {
     ENDING_HELD: "held: Slurm will not start it until `scontrol release <id>`",
     ENDING_NOT_REQUEUED: "preempted but not requeued (no checkpoint committed, requeue disabled "
                          "or refused)",
+    ENDING_VERSION_SKEW: "version skew: the job was rendered by another hpcflow version; submit it "
+                         "again",
+    ENDING_SUPERVISOR_ERROR: "hpcflow's supervisor failed (a bug): the job ended without a decision",
 }
 #: job_end/requeue ``reason`` words the batch script writes -> ending kind.
 REASON_KIND: dict[str, str] = {
-    "completed": ENDING_COMPLETED,
-    "completed_after_done": ENDING_COMPLETED,
-    "requeue": ENDING_PREEMPTED,
+    REASON_COMPLETED: ENDING_COMPLETED,
+    REASON_COMPLETED_AFTER_DONE: ENDING_COMPLETED,
+    REASON_REQUEUE: ENDING_PREEMPTED,
     REASON_REQUEUED_NO_CHECKPOINT: ENDING_PREEMPTED,
-    "failed": ENDING_PROGRAM_ERROR,
+    REASON_FAILED: ENDING_PROGRAM_ERROR,
     REASON_PROGRAM_ERROR: ENDING_PROGRAM_ERROR,
     REASON_FAILURE_LIMIT: ENDING_FAILURE_LIMIT,
-    "rank_killed": ENDING_RANK_KILLED,
-    "requeue_limit": ENDING_REQUEUE_LIMIT,
+    REASON_RANK_KILLED: ENDING_RANK_KILLED,
+    REASON_REQUEUE_LIMIT: ENDING_REQUEUE_LIMIT,
     REASON_NODE_EXCLUDED: ENDING_NODE_EXCLUDED,
-    "preempted_no_checkpoint": ENDING_NOT_REQUEUED,
-    "requeue_failed": ENDING_NOT_REQUEUED,
-    "requeue_disabled": ENDING_NOT_REQUEUED,
+    REASON_PREEMPTED_NO_CHECKPOINT: ENDING_NOT_REQUEUED,
+    REASON_REQUEUE_FAILED: ENDING_NOT_REQUEUED,
+    REASON_REQUEUE_DISABLED: ENDING_NOT_REQUEUED,
+    REASON_CANCELLED: ENDING_CANCELLED,
+    REASON_VERSION_SKEW: ENDING_VERSION_SKEW,
+    REASON_SUPERVISOR_ERROR: ENDING_SUPERVISOR_ERROR,
 }
 #: The warned preemptions: an attempt that ended so and lost no step is no failure.
-PREEMPTED_KINDS = (ENDING_PREEMPTED, ENDING_PREEMPTED_SPOT)
+PREEMPTED_KINDS = (ENDING_PREEMPTED, ENDING_PREEMPTED_SPOT, ENDING_PREEMPTED_SLURM)
 #: Kinds a warning signal leads to -> the kind when a ``spot_notice`` of the attempt sent it
 #: (the others keep their kind; their detail names the source).
 SPOT_KIND: dict[str, str] = {ENDING_PREEMPTED: ENDING_PREEMPTED_SPOT}
+#: The same for a warning that was Slurm's own preemption (a ``signal`` event with ``source``
+#: :data:`SOURCE_SLURM_PREEMPT`).
+SLURM_PREEMPT_KIND: dict[str, str] = {ENDING_PREEMPTED: ENDING_PREEMPTED_SLURM}
 #: job_end/requeue ``reason`` words that follow a warning signal (the preemption path).
-WARNED_REASONS = ("requeue", REASON_REQUEUED_NO_CHECKPOINT, "requeue_limit",
-                  "preempted_no_checkpoint", "requeue_failed", "requeue_disabled")
+WARNED_REASONS = (REASON_REQUEUE, REASON_REQUEUED_NO_CHECKPOINT, REASON_REQUEUE_LIMIT,
+                  REASON_PREEMPTED_NO_CHECKPOINT, REASON_REQUEUE_FAILED, REASON_REQUEUE_DISABLED)
 #: Ledger events an in-job failure leaves (the step ended, the attempt goes on) -> kind.
 FAILURE_EVENT_KIND: dict[str, str] = {
     EVENT_HANG: ENDING_HANG,

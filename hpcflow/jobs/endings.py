@@ -105,6 +105,9 @@ def warning_source(spot: Mapping[str, Any] | None, signal: Mapping[str, Any] | N
     ledger."""
     if spot:
         return f"spot notice ({spot.get('action', '?')} on {spot.get('node', '?')})"
+    if signal and signal.get("source") == P.SOURCE_SLURM_PREEMPT:
+        return ("Slurm's own preemption: TERM to the steps at the start of GraceTime, the end "
+                "time moved to its end")
     if signal:
         return (f"{signal.get('signal', 'the warning signal')} without a spot notice: Slurm's "
                 "time-limit warning (or the same signal sent with scancel --signal)")
@@ -131,8 +134,10 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
             last_step_end = ev
         elif kind == P.EVENT_SPOT_NOTICE:
             spot = spot or ev
-        elif kind == "signal":
-            signal = signal or ev
+        elif kind == P.EVENT_SIGNAL:
+            # Slurm's preemption outranks a warning signal of the same attempt: it says why.
+            if signal is None or ev.get("source") == P.SOURCE_SLURM_PREEMPT:
+                signal = ev
         elif kind in ("job_end", "requeue"):
             reason = str(ev.get("reason", "")) if kind == "job_end" else (
                 P.REASON_REQUEUED_NO_CHECKPOINT if ev.get("checkpoint") is False else
@@ -153,6 +158,8 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
                 detail = "; ".join(d for d in (detail, warning_source(spot, signal)) if d)
                 if spot:
                     ending_kind = P.SPOT_KIND.get(ending_kind, ending_kind)
+                elif signal and signal.get("source") == P.SOURCE_SLURM_PREEMPT:
+                    ending_kind = P.SLURM_PREEMPT_KIND.get(ending_kind, ending_kind)
             ending = (ending_kind, detail)
     return ending
 

@@ -50,6 +50,8 @@ class LocalClusterConfig:
         extra_partitions: more partitions on the same nodes, not the default: ``dev`` is the
             one submitit's README example asks for (``slurm_partition="dev"``), so it runs here
             unchanged. A node in two partitions is listed once per partition by ``sinfo -N``.
+        grace_time_s: GraceTime of the ``preemptible`` partition: seconds between Slurm's
+            TERM and its requeue of a job that a job of ``urgent`` preempts.
     """
 
     nodes: int = 2
@@ -63,6 +65,7 @@ class LocalClusterConfig:
     hostname: str = "localhost"
     partition: str = "debug"
     extra_partitions: tuple[str, ...] = ("dev",)
+    grace_time_s: int = 30
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 64:
@@ -94,6 +97,11 @@ class LocalClusterConfig:
     @property
     def run_dir(self) -> Path:
         return self.state_dir / "run"
+
+
+#: The preemptible partition and the one whose jobs preempt it (and every other partition's).
+PREEMPTIBLE = "preemptible"
+URGENT = "urgent"
 
 
 def render_slurm_conf(cfg: LocalClusterConfig) -> str:
@@ -145,6 +153,12 @@ def render_slurm_conf(cfg: LocalClusterConfig) -> str:
         "AccountingStorageType=accounting_storage/none",
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/none",
+        # Slurm's own preemption, to rehearse it (docs/protocol.md, "Slurm's own preemption"):
+        # a job of the `urgent` partition takes the nodes of lower-tier partitions' jobs, which
+        # get TERM and GraceTime seconds, then are requeued (slurm.conf(5) PreemptType,
+        # PreemptMode, GraceTime; Slurm's preempt.html).
+        "PreemptType=preempt/partition_prio",
+        "PreemptMode=REQUEUE",
         (
             f"NodeName={names} NodeHostname={cfg.hostname} NodeAddr=127.0.0.1 Port={ports} "
             f"CPUs={cfg.cpus_per_node} RealMemory={cfg.memory_mb} State=UNKNOWN"
@@ -152,6 +166,10 @@ def render_slurm_conf(cfg: LocalClusterConfig) -> str:
         f"PartitionName={cfg.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         *(f"PartitionName={name} Nodes=ALL Default=NO MaxTime=INFINITE State=UP"
           for name in cfg.extra_partitions if name != cfg.partition),
+        (f"PartitionName={PREEMPTIBLE} Nodes=ALL Default=NO MaxTime=INFINITE State=UP "
+         f"PriorityTier=1 PreemptMode=REQUEUE GraceTime={cfg.grace_time_s}"),
+        f"PartitionName={URGENT} Nodes=ALL Default=NO MaxTime=INFINITE State=UP PriorityTier=10 "
+        "PreemptMode=OFF",
         "",
     ]
     return "\n".join(lines)

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hpcflow.errors import HpcflowError, SpecError
+from hpcflow.hostlist import expand_hostlist
 from hpcflow.remote.ssh import DEFAULT_KNOWN_HOSTS, HOST_RE, Host, RemoteError, open_connection
-from hpcflow.slurm.hostlist import expand_hostlist
 
 __all__ = ["DEFAULT_KNOWN_HOSTS", "Host", "HostResult", "bootstrap_hosts", "parse_hosts",
            "parse_steps", "remote_command", "run_host"]

@@ -25,8 +25,8 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from hpcflow.hostlist import expand_hostlist
 from hpcflow.protocol import port_for_job_number
-from hpcflow.slurm.hostlist import expand_hostlist
 
 LOOPBACK = "127.0.0.1"
 

@@ -1,7 +1,13 @@
 """Notice a preemption request and agree on it across ranks (docs/protocol.md, steps 3-4).
 
-A request reaches a rank two ways: SIGUSR1 (the batch script's trap forwards it through srun,
-which passes USR1 to its tasks unchanged, srun(1) "SIGNALS") or the flag file the trap writes.
+A request reaches a rank three ways: SIGUSR1 (the batch script's trap forwards it through srun,
+which passes USR1 to its tasks unchanged, srun(1) "SIGNALS"), the flag file the trap writes, or
+SIGTERM: Slurm's own preemption sends TERM to every task of the job's steps at the start of
+``GraceTime`` (slurm.conf(5) GraceTime; preempt.html; seen on Slurm 22.05 with and without
+``preempt_send_user_signal``), and a rank that died of it would lose the grace time. So TERM is a
+warning like any other: the ranks checkpoint at the next step boundary and leave with status 75.
+(``scancel`` also sends TERM, then KILL after ``KillWait``: the supervisor never requeues a
+cancelled job, whatever was saved.)
 The flag file also works through a launcher that dies on USR1 (torchrun) or a library that takes
 the signal for itself. The handler only sets a flag: nothing unsafe runs inside a signal handler.
 """
@@ -40,8 +46,12 @@ class PreemptionMonitor:
         self._previous: Any = None
         self._installed = False
         self._warned = False
+        self._term_previous: Any = None
+        self._term = signum != signal.SIGTERM
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signum, self._on_signal)
+            if self._term:
+                self._term_previous = signal.signal(signal.SIGTERM, self._on_signal)
             self._installed = True
 
     @property
@@ -80,11 +90,20 @@ class PreemptionMonitor:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signalled = True
+        if signum == signal.SIGTERM:
+            self._by_term = True
+
+    _by_term = False
 
     @property
     def signalled(self) -> bool:
-        """True once the watched signal has arrived."""
+        """True once the watched signal (or TERM) has arrived."""
         return self._signalled
+
+    @property
+    def terminated(self) -> bool:
+        """True once TERM has arrived (Slurm's preemption, ``scancel``, or ``kill``)."""
+        return self._by_term
 
     def handler_replaced(self) -> bool:
         """True when something (a library, a framework) installed its own handler for the
@@ -136,6 +155,9 @@ class PreemptionMonitor:
         if self._installed:
             previous = signal.SIG_DFL if self._previous is None else self._previous
             signal.signal(self.signum, previous)
+            if self._term:
+                previous = signal.SIG_DFL if self._term_previous is None else self._term_previous
+                signal.signal(signal.SIGTERM, previous)
             self._installed = False
 
     def __enter__(self) -> PreemptionMonitor:

@@ -9,6 +9,7 @@ are double-quoted where needed (sbatch reads those lines itself, with its own qu
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 import sys
@@ -36,11 +37,10 @@ _FILES = {
     "exits": protocol.exits_name("${hpcflow_job_id}", "${hpcflow_restart}"),
     "done": protocol.done_name("${hpcflow_job_id}", "${hpcflow_restart}"),
 }
-_EVENTS = {"step_restart": protocol.EVENT_STEP_RESTART, "program_error": protocol.EVENT_PROGRAM_ERROR,
-           "node_excluded": protocol.EVENT_NODE_EXCLUDED}
-_REASONS = {"program_error": protocol.REASON_PROGRAM_ERROR,
-            "failure_limit": protocol.REASON_FAILURE_LIMIT,
-            "node_excluded": protocol.REASON_NODE_EXCLUDED}
+# The protocol words the batch script itself spells (everything else the supervisor writes).
+_EVENTS = {"job_end": protocol.EVENT_JOB_END, "stop": protocol.EVENT_STOP,
+           "mirror_abandoned": protocol.EVENT_MIRROR_ABANDONED}
+_REASONS = {"supervisor_error": protocol.REASON_SUPERVISOR_ERROR}
 
 # sbatch parses "#SBATCH" lines itself (not with a shell): double quotes group a value with
 # spaces, a backslash escapes the next character, '#' outside quotes starts a comment.
@@ -179,6 +179,24 @@ def watchdog_options(spec: JobSpec) -> list[str]:
     return words
 
 
+def supervisor_config(spec: JobSpec) -> str:
+    """The job's limits for :mod:`hpcflow.supervisor` as compact JSON (read by
+    ``hpcflow.supervisor.rules.Limits``), with the protocol version the script was rendered for."""
+    res = spec.resilience
+    cfg = {
+        "protocol_version": protocol.PROTOCOL_VERSION,
+        "ntasks": spec.ntasks,
+        "step_nodes": spec.nodes,
+        "max_requeues": spec.preemption.max_requeues,
+        "requeue_allowed": spec.preemption.requeue,
+        "resilience": res is not None,
+    }
+    if res is not None:
+        cfg.update(max_in_job_restarts=res.max_in_job_restarts, max_failures=res.max_failures,
+                   exclude_after=res.exclude_after_failures)
+    return json.dumps(cfg, separators=(",", ":"), sort_keys=True)
+
+
 @functools.lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -253,6 +271,8 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "watchdog_options": watchdog_options(spec),
         "events": _EVENTS,
         "reasons": _REASONS,
-        "commit_name": protocol.COMMIT_RECORD,
+        "state_dir": protocol.STATE_DIR,
+        "ledger_file": protocol.LEDGER_FILE,
+        "supervisor_config": supervisor_config(spec),
     }
     return _environment().get_template(TEMPLATE).render(**context)

@@ -96,7 +96,7 @@ def handle(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Han
              "timeout_s": round(hang.timeout_s, 3), "stacks": name}
     with protocol.ledger_path(args.run_dir).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(event) + "\n")
-    (args.heartbeat_dir / "hang.json").write_text(json.dumps(event), encoding="utf-8")
+    (args.heartbeat_dir / protocol.HANG_MARKER).write_text(json.dumps(event), encoding="utf-8")
     print(f"hpcflow-watchdog: hang in section {hang.section} (ranks {hang.ranks} silent for more "
           f"than {hang.timeout_s:.1f} s); stacks in {name}; ending the step", file=sys.stderr,
           flush=True)

@@ -116,12 +116,14 @@ def test_an_attempt_without_end_record_that_slurm_ran_again_was_a_node_failure()
     assert cancelled.ending == P.ENDING_CANCELLED
 
 
-def test_every_reason_the_batch_script_writes_has_a_kind():
-    template = (Path(__file__).parents[3] / "sbatch_templates" / "train.sbatch.j2").read_text()
+def test_every_reason_the_supervisor_writes_has_a_kind():
     import re
 
-    written = set(re.findall(r"hpcflow_reason=([a-z_]+)", template))
-    assert written and written <= set(P.REASON_KIND), written - set(P.REASON_KIND)
+    folder = Path(__file__).parents[3] / "hpcflow" / "supervisor"
+    names = {n for f in folder.glob("*.py") for n in re.findall(r"P\.(REASON_[A-Z_]+)",
+                                                                 f.read_text())}
+    written = {getattr(P, n) for n in names} | {P.REASON_SUPERVISOR_ERROR}
+    assert len(written) >= 10 and written <= set(P.REASON_KIND), written - set(P.REASON_KIND)
     assert set(P.REASON_KIND.values()) <= set(P.ENDING_KINDS)
 
 

@@ -58,13 +58,28 @@ def partitions(**kw) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("PartitionName=")]
 
 
+PREEMPTION_PAIR = [
+    "PartitionName=preemptible Nodes=ALL Default=NO MaxTime=INFINITE State=UP PriorityTier=1 "
+    "PreemptMode=REQUEUE GraceTime=30",
+    "PartitionName=urgent Nodes=ALL Default=NO MaxTime=INFINITE State=UP PriorityTier=10 "
+    "PreemptMode=OFF",
+]
+
+
 def test_dev_partition_has_the_same_nodes_and_is_not_the_default():
     assert partitions() == [
         "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         "PartitionName=dev Nodes=ALL Default=NO MaxTime=INFINITE State=UP",
+        *PREEMPTION_PAIR,
     ]
 
 
 def test_extra_partition_named_like_the_default_is_not_repeated():
     assert partitions(partition="dev") == [
-        "PartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP"]
+        "PartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP", *PREEMPTION_PAIR]
+
+
+def test_a_preemptible_partition_pair_rehearses_slurms_own_preemption():
+    text = render_slurm_conf(LocalClusterConfig(state_dir=Path("/tmp/x"), grace_time_s=45))
+    assert "PreemptType=preempt/partition_prio\nPreemptMode=REQUEUE\n" in text
+    assert "PartitionName=preemptible " in text and " GraceTime=45\n" in text

@@ -177,7 +177,7 @@ def test_importing_env_and_the_package_does_not_import_torch():
 
 
 @pytest.mark.parametrize("package, allowed", [
-    pytest.param("runtime", ("hpcflow.errors", "hpcflow.fsutil", "hpcflow.slurm.hostlist",
+    pytest.param("runtime", ("hpcflow.errors", "hpcflow.fsutil", "hpcflow.hostlist",
                              "hpcflow.protocol",
                              "hpcflow.runtime"), id="runtime"),
     pytest.param("examples", ("hpcflow.errors", "hpcflow.runtime", "hpcflow.examples"),

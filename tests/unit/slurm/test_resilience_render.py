@@ -3,6 +3,8 @@ ShellCheck-clean with every launcher, values quoted."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,14 +27,30 @@ def job(**changes: Any) -> JobSpec:
     return JobSpec.model_validate(data)
 
 
+def supervisor_config(text: str) -> dict[str, Any]:
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("hpcflow_config=")]
+    return json.loads(shlex.split(line.partition("=")[2])[0])
+
+
 def test_without_the_block_no_resilience_code_is_rendered() -> None:
     text = render_sbatch(job(), python=PYTHON)
-    for word in ("hpcflow.watchdog", "hpcflow_restart_step", "HPCFLOW_HEARTBEAT_DIR",
-                 "step_restart", "hpcflow_prepare_try"):
+    for word in ("hpcflow.watchdog", "HPCFLOW_HEARTBEAT_DIR", "step_restart"):
         assert word not in text
+    assert supervisor_config(text)["resilience"] is False
     # A rank's traceback is still recorded for `hpcflow report`: one step, try 0.
-    assert ('hpcflow_try=0\nexport HPCFLOW_ERROR_DIR="$hpcflow_state_dir/errors-'
+    assert 'hpcflow_try=0\n' in text
+    assert ('export HPCFLOW_ERROR_DIR="$hpcflow_state_dir/errors-'
             '${hpcflow_job_id}-${hpcflow_restart}-${hpcflow_try}"\n') in text
+
+
+def test_the_batch_script_decides_nothing_itself() -> None:
+    """Requeues, restarts and endings are the supervisor's (hpcflow.supervisor): the script
+    holds no requeue command, no budget and no ledger event but its last-resort record."""
+    for spec in (job(), job(resilience={"spare_nodes": 1}), job(launcher="torchrun")):
+        text = render_sbatch(spec, python=PYTHON)
+        assert "scontrol requeue" not in text and "scontrol update" not in text
+        assert "max_failures" not in text.replace('"max_failures"', "")
+        assert text.count('"event":') == 1 and "supervisor_error" in text
 
 
 def test_watchdog_runs_with_the_submitting_interpreter_quoted() -> None:
@@ -41,7 +59,9 @@ def test_watchdog_runs_with_the_submitting_interpreter_quoted() -> None:
     assert "    --step-s=45 </dev/null &\n" in text
     assert "hpcflow_start_watchdog\n" in text
     no_watchdog = render_sbatch(job(resilience={"watchdog": False}), python=PYTHON)
-    assert "hpcflow.watchdog" not in no_watchdog and "hpcflow_restart_step" in no_watchdog
+    assert "hpcflow.watchdog" not in no_watchdog
+    cfg = supervisor_config(no_watchdog)
+    assert cfg["resilience"] is True and cfg["max_in_job_restarts"] >= 1
 
 
 @pytest.mark.parametrize("launcher", ["srun", "torchrun"])

@@ -3,12 +3,13 @@ render to, and refusals that name the field, the value and what is allowed."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from hpcflow.errors import SpecError
-from hpcflow.slurm.render import render_sbatch, sbatch_options, srun_options
+from hpcflow.slurm.render import render_sbatch, sbatch_options, srun_options, supervisor_config
 from hpcflow.spec.job import JobSpec
 from hpcflow.spec.loading import validate_model
 
@@ -33,7 +34,8 @@ def test_spare_nodes_are_allocated_but_each_step_keeps_the_layout() -> None:
     assert "--nodes=2" in words and "--ntasks=8" in words
     script = render_sbatch(spec, python="/usr/bin/python3")
     assert '  "${hpcflow_srun_exclude[@]}" \\\n' in script
-    assert "hpcflow_step_nodes=2\n" in script and "hpcflow_exclude_after=2\n" in script
+    cfg = json.loads(supervisor_config(spec))
+    assert (cfg["step_nodes"], cfg["exclude_after"]) == (2, 2)
 
 
 def test_without_the_block_the_allocation_is_the_nodes() -> None:

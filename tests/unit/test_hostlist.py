@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from hpcflow.slurm.hostlist import collect_hostlist, expand_hostlist, first_host
+from hpcflow.hostlist import collect_hostlist, expand_hostlist, first_host
 
 P5 = [f"queue-dy-p548xlarge-{i}" for i in range(1, 17)]
 

@@ -1,0 +1,121 @@
+"""The job's ledger, ``<run_dir>/.hpcflow/events.jsonl``: the one writer and the one reader.
+
+One event is one JSON object on one line: ``{"event", "time", "job_id", "restart", ...}``
+(docs/protocol.md, "The ledger"). Every process that records something (the supervisor, the hang
+watchdog, the S3 mirror, the spot watcher) appends through :func:`append_event`: a single
+``write(2)`` on a descriptor opened with ``O_APPEND``, so lines from several processes never
+interleave on a local file system (POSIX ``write``: "the file offset shall be set to the end of
+the file prior to each write"), and ``O_NOFOLLOW`` so a symlink planted in place of the ledger is
+refused rather than followed. Reads are bounded (:data:`MAX_READ_BYTES`) and take regular files
+only, so a FIFO or ``/dev/zero`` in its place cannot hang or bloat the reader.
+
+Standard library only: the in-job runtime and the supervisor import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MAX_READ_BYTES", "append_event", "event_line", "read_events"]
+
+#: The most bytes a ledger read takes (the last ones are kept): far more than any job writes
+#: (an event is ~200 bytes; 64 MiB is ~300,000 events).
+MAX_READ_BYTES = 64 * 1024 * 1024
+
+
+def event_line(name: str, *, job_id: str, restart: int, time_s: int | None = None,
+               **fields: Any) -> str:
+    """The ledger line of one event (with its newline): the one JSON form.
+
+    Args:
+        name: the event (a name in :mod:`hpcflow.protocol`).
+        job_id: the job's id as users and scontrol spell it (``<arrayjob>_<task>`` for an array
+            element).
+        restart: ``SLURM_RESTART_COUNT`` of the attempt.
+        time_s: Unix time in whole seconds; default now.
+        fields: the event's own members (JSON-serializable).
+
+    Raises:
+        TypeError: a field is not JSON-serializable.
+    """
+    event = {"event": name, "time": int(time.time() if time_s is None else time_s),
+             "job_id": str(job_id), "restart": int(restart), **fields}
+    return json.dumps(event, separators=(",", ":")) + "\n"
+
+
+def append_event(path: Path, name: str, *, job_id: str, restart: int,
+                 time_s: int | None = None, **fields: Any) -> bool:
+    """Append one event to the ledger at ``path`` (created 0600 if missing).
+
+    A failed write is reported on stderr and returns False, never raises: a full disk must not
+    turn a job's decision into a crash.
+
+    Returns:
+        True when the line was written.
+    """
+    line = event_line(name, job_id=job_id, restart=restart, time_s=time_s, **fields).encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{path} is not a regular file")
+            written = os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        print(f"hpcflow: could not append {name!r} to the ledger {path}: {exc}", file=sys.stderr,
+              flush=True)
+        return False
+    return written == len(line)
+
+
+def read_events(path: Path, *, job_id: str | None = None,
+                max_bytes: int = MAX_READ_BYTES) -> list[dict[str, Any]]:
+    """The ledger's events, oldest first; with ``job_id``, that job's only.
+
+    Lines that are not JSON objects (a torn last line after a crash) are skipped. A missing,
+    unreadable or non-regular file gives ``[]``; past ``max_bytes`` only the last ``max_bytes``
+    are read (the first, partial line of that window is dropped).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return []
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return []
+        start = max(0, info.st_size - max_bytes)
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks, left = [], min(info.st_size, max_bytes)
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    text = b"".join(chunks).decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    if start > 0 and lines:
+        lines = lines[1:]
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, Mapping) and (job_id is None or str(obj.get("job_id")) == job_id):
+            out.append(dict(obj))
+    return out

@@ -1,0 +1,480 @@
+"""The job's decisions as pure functions: facts in, an action out (docs/architecture.md).
+
+Nothing here reads a file, runs a command or looks at the clock: :mod:`hpcflow.supervisor.facts`
+gathers the inputs and :mod:`hpcflow.supervisor.__main__` carries out the result. Every rule is
+covered by a table of cases in ``tests/unit/supervisor``.
+
+The rules (docs/protocol.md, "Ending kinds", "Hangs and in-job restarts", "Spare nodes and node
+exclusion"):
+
+- :func:`blame_node`: the node a failed step is blamed on;
+- :func:`failures`: the failures a job has had, the budget of ``resilience.max_failures``;
+- :func:`after_failed_step`: restart the step in the allocation, exclude a node, or stop;
+- :func:`ending`: how the attempt ends: requeue (with its cause) or end (reason, status);
+- :func:`attempt_start`: whether an attempt may start at all, and which nodes its steps avoid;
+- :func:`deadline`: when the job must be off its nodes, from the notice and Slurm's EndTime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hpcflow import protocol as P
+
+__all__ = [
+    "Action", "AttemptStart", "History", "Limits", "RankExit", "StepFacts", "StepOutcome",
+    "after_failed_step", "attempt_start", "blame_node", "deadline", "ending", "exclude_for_step",
+    "failures", "rank_summary", "requeues_used",
+]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The job's bounds, from the spec (rendered into the batch script; defaults live in the spec
+    models, never here).
+
+    Attributes:
+        ntasks: ranks of one step.
+        step_nodes: nodes one step runs on (``nodes``; the allocation may hold spares).
+        max_requeues: ``preemption.max_requeues``.
+        requeue_allowed: ``preemption.requeue``.
+        resilience: a ``resilience`` block is on (in-job restarts, failure budget, exclusion).
+        max_in_job_restarts: ``resilience.max_in_job_restarts``.
+        max_failures: ``resilience.max_failures``.
+        exclude_after: ``resilience.exclude_after_failures``.
+    """
+
+    ntasks: int
+    step_nodes: int
+    max_requeues: int
+    requeue_allowed: bool = True
+    resilience: bool = False
+    max_in_job_restarts: int = 0
+    max_failures: int = 0
+    exclude_after: int = 0
+
+
+@dataclass(frozen=True)
+class RankExit:
+    """One rank's exit record (``exits-<job>-<restart>/<rank>``): status, Unix ms, reason."""
+
+    rc: int
+    time_ms: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """What one finished step left behind.
+
+    Attributes:
+        rc: srun's exit status (the program's; >128 after a signal).
+        exits: per rank (index = rank), its exit record or None (killed by a signal).
+        joined: per rank, the node its joined file names, or None (not joined).
+        warnings: warning signals the batch script took during the step (USR1/USR2, or TERM of
+            Slurm's own preemption).
+        slurm_preempted: one of them was Slurm's preemption (TERM, EndTime moved to the grace).
+        cancelled: the job was cancelled (``scancel``) while it ran.
+        stopped_unaware: hpcflow stopped the program (TERM before the deadline) because it had
+            not joined the protocol.
+        flag: the preemption flag file exists.
+        committed_step: the step of this attempt's preemption commit file, or None; ``-1`` for
+            a commit file without a readable step.
+        done: the done record exists (the final checkpoint committed, every rank finished).
+        error_sigs: the ``<type>@<step>`` signatures of ranks that raised, sorted, unique.
+        hang: the watchdog handled a hang in this step.
+        latest_checkpoint: the highest committed ``step_<N>/`` in the checkpoint folder.
+    """
+
+    rc: int
+    exits: Sequence[RankExit | None] = ()
+    joined: Sequence[str | None] = ()
+    warnings: int = 0
+    slurm_preempted: bool = False
+    cancelled: bool = False
+    stopped_unaware: bool = False
+    flag: bool = False
+    committed_step: int | None = None
+    done: bool = False
+    error_sigs: tuple[str, ...] = ()
+    hang: bool = False
+    latest_checkpoint: int | None = None
+
+    @property
+    def warned(self) -> bool:
+        """A warning or a stop came in this step: the preemption path, not a failure."""
+        return bool(self.warnings or self.flag or self.stopped_unaware
+                    or self.committed_step is not None)
+
+    @property
+    def joined_count(self) -> int:
+        return sum(1 for n in self.joined if n is not None)
+
+
+@dataclass(frozen=True)
+class History:
+    """What the ledger says of this job so far (every attempt), counted once.
+
+    Attributes:
+        restart: this attempt's ``SLURM_RESTART_COUNT``.
+        step_restarts: ``step_restart`` events.
+        requeues: ``requeue`` events (hpcflow's own requeues).
+        exclusion_requeues: of those, requeues after a node exclusion with no spare.
+        blamed: node -> failed steps blamed on it (``step_end`` events with ``node``).
+        excluded: nodes excluded so far, in order (``node_excluded`` events).
+    """
+
+    restart: int = 0
+    step_restarts: int = 0
+    requeues: int = 0
+    exclusion_requeues: int = 0
+    blamed: Mapping[str, int] = field(default_factory=dict)
+    excluded: tuple[str, ...] = ()
+
+    @classmethod
+    def from_events(cls, events: Sequence[Mapping[str, Any]], restart: int) -> History:
+        """Count one job's ledger events (already filtered to the job)."""
+        blamed: dict[str, int] = {}
+        excluded: list[str] = []
+        counts = {P.EVENT_STEP_RESTART: 0, P.EVENT_REQUEUE: 0}
+        exclusion_requeues = 0
+        for ev in events:
+            name = ev.get("event")
+            if name in counts:
+                counts[name] += 1
+            if name == P.EVENT_REQUEUE and ev.get("cause") == P.REASON_NODE_EXCLUDED:
+                exclusion_requeues += 1
+            elif name == P.EVENT_STEP_END and isinstance(ev.get("node"), str):
+                blamed[ev["node"]] = blamed.get(ev["node"], 0) + 1
+            elif (name == P.EVENT_NODE_EXCLUDED and isinstance(ev.get("node"), str)
+                  and ev["node"] not in excluded):
+                excluded.append(ev["node"])
+        return cls(restart=restart, step_restarts=counts[P.EVENT_STEP_RESTART],
+                   requeues=counts[P.EVENT_REQUEUE], exclusion_requeues=exclusion_requeues,
+                   blamed=blamed, excluded=tuple(excluded))
+
+
+def failures(history: History) -> int:
+    """Failures so far: steps restarted in an allocation, plus attempts Slurm requeued itself
+    (after a node failure: restarts that hpcflow's own requeues do not explain), plus hpcflow's
+    requeues after a node exclusion with no spare left."""
+    by_slurm = max(history.restart - history.requeues, 0)
+    return history.step_restarts + by_slurm + history.exclusion_requeues
+
+
+def requeues_used(history: History, limits: Limits) -> int:
+    """Requeues counted against ``preemption.max_requeues``. With a ``resilience`` block only
+    hpcflow's own requeues after a warning count (a node failure's or an exclusion's are
+    failures); without one every restart does."""
+    if not limits.resilience:
+        return history.restart
+    return history.requeues - history.exclusion_requeues
+
+
+def blame_node(facts: StepFacts) -> str | None:
+    """The node a failed step is blamed on: the one node every rank without an exit record ran on.
+
+    Nothing is blamed after success, a warning or stop, the done record, a program error (a
+    rank wrote an exception signature), a hang (a stopped process says nothing about its node),
+    a rank whose node is unknown, or when those ranks ran on several nodes.
+    """
+    if facts.rc == 0 or facts.done or facts.warned or facts.error_sigs or facts.hang:
+        return None
+    node: str | None = None
+    for rank, record in enumerate(facts.exits):
+        if record is not None:
+            continue
+        where = facts.joined[rank] if rank < len(facts.joined) else None
+        if not where or (node is not None and where != node):
+            return None
+        node = where
+    return node
+
+
+def exclude_for_step(hosts: Sequence[str], excluded: Sequence[str],
+                     step_nodes: int) -> tuple[str, ...] | None:
+    """The allocation's hosts a step must avoid (srun ``--exclude``), or None when avoiding the
+    excluded ones would leave fewer than ``step_nodes`` nodes."""
+    mine = tuple(h for h in hosts if h in excluded)
+    if len(hosts) - len(mine) < step_nodes:
+        return None
+    return mine
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """The decision after a failed step (:func:`after_failed_step`).
+
+    Attributes:
+        restart: start the step again in this allocation.
+        cause: ``rank_failure``, ``program_error`` or ``hang``.
+        events: ledger events to append first, as ``(name, fields)``.
+        log: lines for the job log.
+        fail_reason: a job-end reason that says more than the generic one (the same exception
+            twice, the failure budget), or None.
+        exclusion_requeue: a node was excluded and no spare is left: requeue without it.
+        excluded: every node excluded so far, after this step.
+        srun_exclude: the hosts the next step avoids.
+    """
+
+    restart: bool
+    cause: str = "rank_failure"
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()
+    log: tuple[str, ...] = ()
+    fail_reason: str | None = None
+    exclusion_requeue: bool = False
+    excluded: tuple[str, ...] = ()
+    srun_exclude: tuple[str, ...] = ()
+
+
+def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try_: int,
+                      prev_error: str, hosts: Sequence[str], excluded: Sequence[str],
+                      errors_path: str) -> StepOutcome:
+    """Whether a step that ended goes again inside the allocation (``resilience`` only).
+
+    ``history`` already counts this step's ``step_end`` (and its blamed node). Order of the
+    rules: nothing to restart (success, done, a warning); the same exception twice; node
+    exclusion (and its budget); the in-job bound; a committed checkpoint to restart from; the
+    failure budget.
+    """
+    excluded = tuple(excluded)
+    srun_exclude = exclude_for_step(hosts, excluded, limits.step_nodes) or ()
+    keep = {"excluded": excluded, "srun_exclude": srun_exclude}
+    if not limits.resilience or facts.rc == 0 or facts.done or facts.warned:
+        return StepOutcome(restart=False, **keep)
+    events: list[tuple[str, dict[str, Any]]] = []
+    log: list[str] = []
+    cause = "rank_failure"
+    sig = " ".join(facts.error_sigs)
+    if sig:
+        cause = "program_error"
+        repeated = sig == prev_error
+        events.append((P.EVENT_PROGRAM_ERROR, {"exception": sig, "try": try_,
+                                               "errors": errors_path, "repeated": repeated}))
+        if repeated:
+            log.append(f"the same exception ({sig}) ended two steps in a row: not restarting; "
+                       f"tracebacks in {errors_path}")
+            return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log),
+                               fail_reason=P.REASON_PROGRAM_ERROR, **keep)
+    elif facts.hang:
+        cause = "hang"
+    node = blame_node(facts)
+    blamed = history.blamed.get(node, 0) if node else 0
+    if node and node not in excluded and blamed >= limits.exclude_after:
+        excluded = (*excluded, node)
+        step_exclude = exclude_for_step(hosts, excluded, limits.step_nodes)
+        spare = step_exclude is not None
+        if not spare and failures(history) >= limits.max_failures:
+            log.append(f"node {node} failed {blamed} time(s), no spare node is left, and the job "
+                       f"has had {failures(history)} failure(s), its bound "
+                       "(resilience.max_failures)")
+            return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log),
+                               fail_reason=P.REASON_FAILURE_LIMIT, excluded=excluded,
+                               srun_exclude=srun_exclude)
+        events.append((P.EVENT_NODE_EXCLUDED, {"node": node, "failures": blamed,
+                                               "excluded": ",".join(excluded), "spare": spare}))
+        if not spare:
+            log.append(f"node {node} failed {blamed} time(s): excluded; no spare node is left: "
+                       f"requeueing the job without {','.join(excluded)}")
+            return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log),
+                               exclusion_requeue=True, excluded=excluded,
+                               srun_exclude=srun_exclude)
+        srun_exclude = step_exclude or ()
+        log.append(f"node {node} failed {blamed} time(s): excluded; the next step runs on the "
+                   f"other node(s) of the allocation (--exclude={','.join(srun_exclude)})")
+    keep = {"excluded": excluded, "srun_exclude": srun_exclude}
+    if try_ >= limits.max_in_job_restarts:
+        log.append(f"step failed ({cause}); the {limits.max_in_job_restarts} in-job restart(s) "
+                   "are used")
+        return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log), **keep)
+    if facts.latest_checkpoint is None:
+        log.append(f"step failed ({cause}); no committed checkpoint to restart from")
+        return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log), **keep)
+    if failures(history) >= limits.max_failures:
+        log.append(f"step failed ({cause}); the job has had {failures(history)} failure(s), its "
+                   "bound (resilience.max_failures)")
+        return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log),
+                           fail_reason=P.REASON_FAILURE_LIMIT, **keep)
+    events.append((P.EVENT_STEP_RESTART, {"try": try_ + 1, "rc": facts.rc, "cause": cause,
+                                          "step": facts.latest_checkpoint}))
+    log.append(f"step failed ({cause}, status {facts.rc}): starting it again in this allocation "
+               f"from the checkpoint of step {facts.latest_checkpoint} (in-job restart "
+               f"{try_ + 1} of at most {limits.max_in_job_restarts})")
+    return StepOutcome(restart=True, cause=cause, events=tuple(events), log=tuple(log), **keep)
+
+
+@dataclass(frozen=True)
+class Action:
+    """How an attempt ends (:func:`ending`).
+
+    Attributes:
+        requeue: run ``scontrol requeue`` (the attempt's last act); on its failure the job ends
+            with :data:`hpcflow.protocol.REASON_REQUEUE_FAILED` and ``rc``.
+        reason: the ``job_end`` reason when not requeued.
+        rc: the batch script's exit status when not requeued.
+        requeue_fields: the ``requeue`` event's members (``step``, ``cause``, ...).
+        log: lines for the job log.
+        exclude: nodes to put in the requeued job's ExcNodeList.
+    """
+
+    requeue: bool
+    reason: str
+    rc: int
+    requeue_fields: Mapping[str, Any] = field(default_factory=dict)
+    log: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+def _requeue_or(limits: Limits, history: History, *, what: str, rc: int,
+                fields: Mapping[str, Any], requeue_id: str, counted: bool = True,
+                exclude: tuple[str, ...] = ()) -> Action:
+    if not limits.requeue_allowed:
+        return Action(False, P.REASON_REQUEUE_DISABLED, rc,
+                      log=(f"{what}; not requeueing (preemption.requeue is false)",))
+    used = requeues_used(history, limits)
+    if counted and used >= limits.max_requeues:
+        return Action(False, P.REASON_REQUEUE_LIMIT, rc,
+                      log=(f"{what}, but the job has used its {limits.max_requeues} requeue(s)",))
+    line = (f"{what}: requeueing {requeue_id} (restart {history.restart + 1}"
+            + (f" of at most {limits.max_requeues})" if counted else ")"))
+    return Action(True, P.REASON_REQUEUE_FAILED, rc, requeue_fields=dict(fields),
+                  log=(line,), exclude=exclude)
+
+
+def ending(facts: StepFacts, history: History, limits: Limits, *,
+           outcome: StepOutcome | None = None, requeue_id: str = "") -> Action:
+    """The ending ladder: the first rule that holds decides.
+
+    1. cancelled (``scancel``): never requeued, whatever was saved;
+    2. the done record: completed, whatever status a rank's teardown gave srun;
+    3. a node excluded with no spare left: requeue without it (a failure, not a preemption);
+    4. a committed preemption checkpoint: requeue (torchrun exits 1 after a clean save, so the
+       commit record decides, never the status); ``rc`` 75 when not requeued;
+    5. hpcflow stopped the program before the deadline, or Slurm preempted the job: requeue
+       whatever its exit status (a program that saves on TERM and exits 0 has not finished;
+       only the done record says so);
+    6. status 0: completed;
+    7. a warning without a commit: not requeued (``preempted_no_checkpoint``);
+    8. ranks of a program that joined died of a signal without a record: ``rank_killed``;
+    9. a rank exited with an error: ``program_error``; else ``failed``.
+    The restart rules' reason (``outcome.fail_reason``) replaces 8 and 9's generic ones.
+    """
+    rc = facts.rc
+    if facts.cancelled:
+        return Action(False, P.REASON_CANCELLED, rc,
+                      log=("the job was cancelled: not requeueing",))
+    if facts.done:
+        if rc == 0:
+            return Action(False, P.REASON_COMPLETED, 0)
+        return Action(False, P.REASON_COMPLETED_AFTER_DONE, 0, log=(
+            "the final checkpoint was committed and every rank was done: the job completed "
+            f"(the step's status {rc} came from the teardown)",))
+    if outcome is not None and outcome.exclusion_requeue:
+        step = facts.latest_checkpoint
+        return _requeue_or(limits, history, what=f"node(s) {','.join(outcome.excluded)} excluded",
+                           rc=rc, counted=False, exclude=outcome.excluded, requeue_id=requeue_id,
+                           fields={"step": step, "cause": P.REASON_NODE_EXCLUDED,
+                                   "excluded": ",".join(outcome.excluded)})
+    if facts.committed_step is not None:
+        step = facts.committed_step if facts.committed_step >= 0 else None
+        action = _requeue_or(limits, history, what=f"checkpoint at step {step} committed",
+                             rc=P.EXIT_PREEMPTED, fields={"step": step},
+                             requeue_id=requeue_id)
+        return action
+    if facts.stopped_unaware or (facts.slurm_preempted and facts.warnings):
+        what = ("stopped before the deadline" if facts.stopped_unaware
+                else "preempted by Slurm")
+        return _requeue_or(limits, history, what=f"{what}, without an hpcflow checkpoint",
+                           rc=rc, fields={"step": None, "checkpoint": False},
+                           requeue_id=requeue_id)
+    if rc == 0:
+        return Action(False, P.REASON_COMPLETED, 0)
+    if facts.warnings or facts.flag:
+        return Action(False, P.REASON_PREEMPTED_NO_CHECKPOINT, rc,
+                      log=("signalled, but no checkpoint was committed: not requeueing",))
+    reason = P.REASON_FAILED
+    missing = sum(1 for e in facts.exits if e is None)
+    if missing and rc > 128 and facts.joined_count:
+        reason = P.REASON_RANK_KILLED
+    elif _first_failure(facts.exits) is not None:
+        reason = P.REASON_PROGRAM_ERROR
+    if outcome is not None and outcome.fail_reason:
+        reason = outcome.fail_reason
+    return Action(False, reason, rc)
+
+
+def _first_failure(exits: Sequence[RankExit | None]) -> tuple[int, RankExit] | None:
+    first: tuple[int, RankExit] | None = None
+    for rank, e in enumerate(exits):
+        if e is None or e.rc in (0, P.EXIT_PREEMPTED):
+            continue
+        if first is None or e.time_ms < first[1].time_ms:
+            first = (rank, e)
+    return first
+
+
+def rank_summary(facts: StepFacts) -> tuple[dict[str, Any], str]:
+    """The ``step_end`` members that describe the ranks (``ranks_exited``, ``ranks_missing``,
+    ``missing`` (at most 16 ranks), ``first_failure``) and the log's words for the first failure
+    (``""`` when none)."""
+    missing = [r for r, e in enumerate(facts.exits) if e is None]
+    first = _first_failure(facts.exits)
+    fields: dict[str, Any] = {
+        "ranks_exited": len(facts.exits) - len(missing), "ranks_missing": len(missing),
+        "missing": missing[:16],
+        "first_failure": None if first is None else {
+            "rank": first[0], "rc": first[1].rc, "reason": first[1].reason},
+    }
+    words = "" if first is None else (
+        f"rank {first[0]} exited with status {first[1].rc}: {first[1].reason}")
+    return fields, words
+
+
+@dataclass(frozen=True)
+class AttemptStart:
+    """Whether an attempt starts (:func:`attempt_start`).
+
+    Attributes:
+        start: run the step; False ends the job with ``reason`` and status 1.
+        reason: the ``job_end`` reason when not started.
+        srun_exclude: hosts of this allocation the steps avoid.
+        ignored: excluded nodes this allocation holds that the steps use all the same (too few
+            others): Slurm did not keep the exclusion.
+        log: lines for the job log.
+    """
+
+    start: bool
+    reason: str = ""
+    srun_exclude: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()
+    log: tuple[str, ...] = ()
+
+
+def attempt_start(history: History, limits: Limits, hosts: Sequence[str]) -> AttemptStart:
+    """An attempt that Slurm requeued after the failure bound was reached (a node failure) does
+    not start; otherwise its steps avoid the nodes earlier attempts excluded, when enough others
+    are left."""
+    if limits.resilience and failures(history) > limits.max_failures:
+        return AttemptStart(False, P.REASON_FAILURE_LIMIT, log=(
+            f"the job has had {failures(history)} failure(s), more than resilience.max_failures "
+            f"({limits.max_failures}): not starting",))
+    if not history.excluded:
+        return AttemptStart(True)
+    avoid = exclude_for_step(hosts, history.excluded, limits.step_nodes)
+    if avoid is None:
+        here = tuple(h for h in hosts if h in history.excluded)
+        return AttemptStart(True, ignored=here, log=(
+            f"nodes excluded earlier ({','.join(history.excluded)}) leave fewer than "
+            f"{limits.step_nodes} node(s) of this allocation: using them all",))
+    return AttemptStart(True, srun_exclude=avoid)
+
+
+def deadline(current_s: int, *, notice_s: int | None, end_time_s: int | None) -> int:
+    """When the job must be off its nodes (Unix seconds): the earliest of the deadline known so
+    far, a preemption notice's time, and Slurm's current EndTime (read at the warning: Slurm moves
+    it to now + GraceTime on a preemption, preempt.html, so the value read at the attempt's start
+    is then wrong)."""
+    candidates = [current_s] + [t for t in (notice_s, end_time_s) if t is not None and t > 0]
+    return min(candidates)

@@ -1,0 +1,158 @@
+"""The batch script and its supervisor (python -m hpcflow.supervisor) together, run with bash
+against the fake srun/scontrol of ``test_sbatch_script_runs`` (no Slurm): the cases the rules'
+tables cannot show alone: what a program that saves on TERM and exits 0 gets, Slurm's own
+preemption told by a moved end time, the deadline re-read at the warning, the requeue as the
+attempt's last act while Slurm kills the script, a crashed supervisor, and version skew."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import test_sbatch_script_runs as base
+from test_sbatch_script_runs import run_script
+
+from hpcflow import protocol as P
+
+# Saves on TERM and exits 0: the pattern of most Slurm guides. TEST_SAVE_AT_ONCE: exits 0 by
+# itself after a moment (a program whose ranks Slurm's preemption TERMed and which saved).
+SAVES_ON_TERM = """\
+import os, signal, sys, time
+log = os.environ["SHIM_LOG"]
+def save(*_):
+    open(os.path.join(log, "saved"), "w").close()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, save)
+open(os.path.join(log, "ready"), "w").close()
+if os.environ.get("TEST_SAVE_AT_ONCE"):
+    time.sleep(0.5)
+    save()
+time.sleep(60)
+sys.exit(99)
+"""
+
+# scontrol that answers `show job` as Slurm does for a job it is preempting (state RUNNING, end
+# time moved to now + $SHIM_GRACE_S), and that on `requeue` does what Slurm does to the batch
+# step at once: TERM to the script and the supervisor (slurmstepd, "DUE TO JOB REQUEUE").
+SCONTROL = """\
+#!/usr/bin/env bash
+printf '%s\\n' "$*" >>"$SHIM_LOG/scontrol.calls"
+if [[ $1 == show && $2 == job && -n ${SHIM_GRACE_S:-} ]]; then
+  end=$(date -d "@$(( $(date +%s) + SHIM_GRACE_S ))" +%Y-%m-%dT%H:%M:%S)
+  echo "JobId=4242 JobName=x JobState=RUNNING Reason=None EndTime=$end Partition=low"
+  exit 0
+fi
+if [[ $1 == requeue ]]; then
+  wc -l <"$SHIM_LEDGER" >"$SHIM_LOG/ledger-lines-at-requeue"
+  trap '' TERM
+  pid=$PPID
+  while [[ $pid -gt 1 ]]; do
+    cmd=$(tr '\\0' ' ' <"/proc/$pid/cmdline")
+    case $cmd in *hpcflow.supervisor*|*job.sbatch*) kill -TERM "$pid" ;; esac
+    pid=$(awk '{print $4}' "/proc/$pid/stat")
+  done
+fi
+exit 0
+"""
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> dict[str, Path]:
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    for name, text in (("srun", base.SRUN), ("scontrol", SCONTROL), ("scancel", base.SCANCEL)):
+        (shims / name).write_text(text)
+        (shims / name).chmod(0o755)
+    (tmp_path / "log").mkdir()
+    (tmp_path / "prog.py").write_text(base.PROGRAM)
+    return {"root": tmp_path, "shims": shims, "log": tmp_path / "log"}
+
+
+def env(harness: dict[str, Path], **more: str) -> dict[str, str]:
+    ledger = harness["root"] / "run" / P.STATE_DIR / P.LEDGER_FILE
+    return {"SHIM_LEDGER": str(ledger), **more}
+
+
+def test_a_program_that_saves_on_term_and_exits_0_is_requeued(harness):
+    (harness["root"] / "prog.py").write_text(SAVES_ON_TERM)
+    run = run_script(harness, "x", usr1=1, notice_in_s=32, run_dir_name="run",
+                     slurm_env=env(harness))  # margin 30 s: stopped in about 2 s
+    assert run.rc == 0, run.stderr
+    assert (harness["log"] / "saved").exists()
+    assert [e["event"] for e in run.events][-3:] == ["stop", "step_end", "requeue"]
+    assert run.event("step_end")["rc"] == 0
+    assert run.event("requeue") == {**run.event("requeue"), "step": None, "checkpoint": False}
+    assert run.requeues == ["requeue 4242"]
+
+
+def test_slurm_preemption_is_told_by_the_moved_end_time_and_requeued(harness):
+    """No signal reaches the batch shell (Slurm TERMs the steps only); the program saves on
+    TERM and exits 0; the job's end time is now + GraceTime: requeued, ending preempted_slurm."""
+    (harness["root"] / "prog.py").write_text(SAVES_ON_TERM)
+    run = run_script(harness, "x", run_dir_name="run",
+                     slurm_env=env(harness, SHIM_GRACE_S="20"), env={"TEST_SAVE_AT_ONCE": "1"})
+    assert run.rc == 0, run.stderr
+    assert run.requeues == ["requeue 4242"]
+    signal_ev = run.event("signal")
+    assert signal_ev["source"] == P.SOURCE_SLURM_PREEMPT and signal_ev["signal"] == "TERM"
+    from hpcflow.jobs.endings import ledger_ending
+
+    kind, detail = ledger_ending(run.events)
+    assert kind == P.ENDING_PREEMPTED_SLURM and "GraceTime" in detail
+
+
+def test_the_warning_rereads_the_end_time_slurm_moved(harness):
+    """With the user-signal option the warning comes at the start of the grace time: the
+    unaware program's stop is armed from the current end time, not the time limit."""
+    t0 = time.time()
+    run = run_script(harness, "unaware", usr1=1, run_dir_name="run",
+                     slurm_env=env(harness, SHIM_GRACE_S="33"))
+    assert time.time() - t0 < 25, run.stderr  # stopped ~3 s after the warning, not ~570 s
+    warning, preempt = [e for e in run.events if e["event"] == "signal"]
+    assert warning["signal"] == "USR1" and abs(warning["deadline"] - (t0 + 33)) < 8
+    assert "stopped in 3 s" in run.stderr or "stopped in 2 s" in run.stderr, run.stderr
+    assert run.requeues == ["requeue 4242"]
+    # The end time says it was Slurm's preemption (with the user-signal option), not the limit.
+    from hpcflow.jobs.endings import ledger_ending
+
+    assert preempt["source"] == P.SOURCE_SLURM_PREEMPT
+    assert ledger_ending(run.events)[0] == P.ENDING_PREEMPTED_SLURM
+
+
+def test_the_requeue_is_the_last_act_while_slurm_terms_the_script(harness):
+    """Slurm TERMs the batch step the moment the requeue is accepted: the ledger already holds
+    everything (the requeue event last), and the ExcNodeList update still happens."""
+    import test_sbatch_node_exclusion as excl
+
+    (harness["root"] / "prog.py").write_text(excl.PROGRAM)
+    step = harness["root"] / "run" / "checkpoints" / "step_5"
+    step.mkdir(parents=True)
+    (step / P.COMMIT_RECORD).write_text("{}")
+    run = run_script(harness, "x", run_dir_name="run",
+                     slurm_env=env(harness, SLURM_JOB_NODELIST="n1"),
+                     env={"TEST_NODE": "n1"},
+                     resilience={**excl.RESILIENCE, "exclude_after_failures": 1})
+    assert run.rc == 0, run.stderr
+    assert run.scontrol[-2:] == ["requeue 4242", "update JobId=4242 ExcNodeList=n1"]
+    lines = int((harness["log"] / "ledger-lines-at-requeue").read_text())
+    assert lines == len(run.events) and run.events[-1]["event"] == "requeue"
+    assert run.events[-1]["cause"] == P.REASON_NODE_EXCLUDED
+
+
+@pytest.mark.parametrize(("change", "reason", "words"), [
+    pytest.param(("-m hpcflow.supervisor ", "-m hpcflow.no_such_supervisor "),
+                 P.REASON_SUPERVISOR_ERROR, "supervisor gave no answer", id="crashed"),
+    pytest.param((f'"protocol_version":{P.PROTOCOL_VERSION}', '"protocol_version":1'),
+                 P.REASON_VERSION_SKEW, "Submit the job again", id="version-skew"),
+])
+def test_a_job_the_supervisor_cannot_run_ends_at_once_with_an_honest_record(
+        harness, monkeypatch, change, reason, words):
+    real = base.render_sbatch
+    monkeypatch.setattr(base, "render_sbatch", lambda spec: real(spec).replace(*change))
+    run = run_script(harness, "preempt", run_dir_name="run", slurm_env=env(harness))
+    assert run.rc == 1 and words in run.stderr, run.stderr
+    assert run.requeues == [] and not (harness["log"] / "ready").exists()
+    assert run.events[-1]["event"] == "job_end" and run.events[-1]["reason"] == reason
+    json.dumps(run.events)  # every line was a JSON object (run_script parsed them)

@@ -1,0 +1,234 @@
+"""The supervisor's rules, table by table (hpcflow.supervisor.rules): pure, milliseconds each."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcflow import protocol as P
+from hpcflow.supervisor.rules import (
+    History,
+    Limits,
+    RankExit,
+    StepFacts,
+    StepOutcome,
+    after_failed_step,
+    attempt_start,
+    blame_node,
+    deadline,
+    ending,
+    failures,
+    rank_summary,
+    requeues_used,
+)
+
+OK = RankExit(0, 1000)
+PREEMPTED = RankExit(75, 1000)
+LIMITS = Limits(ntasks=2, step_nodes=1, max_requeues=3)
+RES = Limits(ntasks=2, step_nodes=1, max_requeues=3, resilience=True, max_in_job_restarts=2,
+             max_failures=3, exclude_after=2)
+
+
+def facts(**changes) -> StepFacts:  # noqa: ANN003
+    base = {"rc": 0, "exits": (OK, OK), "joined": ("n1", "n1")}
+    base.update(changes)
+    return StepFacts(**base)
+
+
+# ---- the ending ladder -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("step", "history", "limits", "requeue", "reason", "rc"), [
+    pytest.param(facts(), History(), LIMITS, False, P.REASON_COMPLETED, 0, id="success"),
+    pytest.param(facts(rc=134, done=True), History(), LIMITS, False,
+                 P.REASON_COMPLETED_AFTER_DONE, 0, id="teardown-after-done"),
+    pytest.param(facts(rc=0, stopped_unaware=True, warnings=1), History(), LIMITS, True,
+                 P.REASON_REQUEUE_FAILED, 0, id="saves-on-term-and-exits-0-is-requeued"),
+    pytest.param(facts(rc=143, stopped_unaware=True, warnings=1), History(), LIMITS, True,
+                 P.REASON_REQUEUE_FAILED, 143, id="stopped-and-killed-is-requeued"),
+    pytest.param(facts(rc=0, stopped_unaware=True, done=True), History(), LIMITS, False,
+                 P.REASON_COMPLETED, 0, id="stopped-but-done-record-completes"),
+    pytest.param(facts(rc=0, slurm_preempted=True, warnings=1), History(), LIMITS, True,
+                 P.REASON_REQUEUE_FAILED, 0, id="slurm-preemption-unaware-exit-0"),
+    pytest.param(facts(rc=143, slurm_preempted=True, warnings=1, exits=(None, None)), History(),
+                 LIMITS, True, P.REASON_REQUEUE_FAILED, 143, id="slurm-preemption-killed-ranks"),
+    pytest.param(facts(rc=75, committed_step=42, exits=(PREEMPTED, PREEMPTED), warnings=1),
+                 History(), LIMITS, True, P.REASON_REQUEUE_FAILED, 75, id="committed"),
+    pytest.param(facts(rc=0, committed_step=42, warnings=1), History(), LIMITS, True,
+                 P.REASON_REQUEUE_FAILED, 75, id="committed-exit-0-still-requeued"),
+    pytest.param(facts(rc=1, committed_step=42, warnings=1), History(restart=3), LIMITS, False,
+                 P.REASON_REQUEUE_LIMIT, 75, id="committed-no-requeue-left"),
+    pytest.param(facts(rc=75, committed_step=42, warnings=1), History(),
+                 Limits(ntasks=2, step_nodes=1, max_requeues=3, requeue_allowed=False), False,
+                 P.REASON_REQUEUE_DISABLED, 75, id="requeue-disabled"),
+    pytest.param(facts(rc=75, committed_step=42, cancelled=True), History(), LIMITS, False,
+                 P.REASON_CANCELLED, 75, id="cancelled-is-never-requeued"),
+    pytest.param(facts(rc=3, warnings=1, exits=(RankExit(3, 5, "boom"), OK)), History(), LIMITS,
+                 False, P.REASON_PREEMPTED_NO_CHECKPOINT, 3, id="warned-without-commit"),
+    pytest.param(facts(rc=137, exits=(None, OK)), History(), LIMITS, False, P.REASON_RANK_KILLED,
+                 137, id="rank-killed"),
+    pytest.param(facts(rc=137, exits=(None, None), joined=(None, None)), History(), LIMITS, False,
+                 P.REASON_FAILED, 137, id="unaware-killed-is-failed"),
+    pytest.param(facts(rc=1, exits=(RankExit(1, 9, "ValueError"), OK)), History(), LIMITS, False,
+                 P.REASON_PROGRAM_ERROR, 1, id="program-error"),
+    pytest.param(facts(rc=2, exits=(None, None), joined=(None, None)), History(), LIMITS, False,
+                 P.REASON_FAILED, 2, id="plain-failure"),
+])
+def test_the_ending_ladder(step, history, limits, requeue, reason, rc):
+    action = ending(step, history, limits, requeue_id="7")
+    assert (action.requeue, action.reason, action.rc) == (requeue, reason, rc)
+
+
+def test_a_requeue_names_its_cause_and_the_job():
+    unaware = ending(facts(stopped_unaware=True), History(restart=1), LIMITS, requeue_id="7_2")
+    assert unaware.requeue_fields == {"step": None, "checkpoint": False}
+    assert "requeueing 7_2 (restart 2 of at most 3)" in unaware.log[0]
+    committed = ending(facts(rc=75, committed_step=9, warnings=1), History(), LIMITS)
+    assert committed.requeue_fields == {"step": 9}
+
+
+def test_an_excluded_node_without_a_spare_requeues_without_counting_a_preemption():
+    out = StepOutcome(restart=False, exclusion_requeue=True, excluded=("n1",))
+    action = ending(facts(rc=137, exits=(None, OK), latest_checkpoint=5),
+                    History(restart=3, requeues=3), RES, outcome=out)
+    assert action.requeue and action.exclude == ("n1",)
+    assert action.requeue_fields == {"step": 5, "cause": P.REASON_NODE_EXCLUDED,
+                                     "excluded": "n1"}
+
+
+def test_the_restart_rules_reason_replaces_the_generic_one():
+    out = StepOutcome(restart=False, fail_reason=P.REASON_FAILURE_LIMIT)
+    assert ending(facts(rc=137, exits=(None, OK)), History(), RES,
+                  outcome=out).reason == P.REASON_FAILURE_LIMIT
+    # ... but never a requeue's or a success's.
+    assert ending(facts(), History(), RES, outcome=out).reason == P.REASON_COMPLETED
+
+
+# ---- budgets and blame -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("history", "expected"), [
+    pytest.param(History(), 0, id="none"),
+    pytest.param(History(step_restarts=2), 2, id="in-job-restarts"),
+    pytest.param(History(restart=2, requeues=1), 1, id="one-requeue-by-slurm"),
+    pytest.param(History(restart=1, requeues=2), 0, id="never-negative"),
+    pytest.param(History(restart=1, requeues=1, exclusion_requeues=1), 1, id="exclusion-requeue"),
+])
+def test_failures(history, expected):
+    assert failures(history) == expected
+
+
+def test_requeues_used_count_only_warned_requeues_with_resilience():
+    h = History(restart=3, requeues=2, exclusion_requeues=1)
+    assert requeues_used(h, LIMITS) == 3 and requeues_used(h, RES) == 1
+
+
+@pytest.mark.parametrize(("step", "node"), [
+    pytest.param(facts(rc=137, exits=(None, OK)), "n1", id="killed-rank-on-n1"),
+    pytest.param(facts(rc=137, exits=(None, None), joined=("n1", "n2")), None,
+                 id="several-nodes"),
+    pytest.param(facts(rc=137, exits=(None, OK), joined=("", "n1")), None, id="unknown-node"),
+    pytest.param(facts(rc=137, exits=(None, OK), joined=(None, "n1")), None, id="not-joined"),
+    pytest.param(facts(rc=0), None, id="success"),
+    pytest.param(facts(rc=137, exits=(None, OK), hang=True), None, id="hang"),
+    pytest.param(facts(rc=1, exits=(None, OK), error_sigs=("E@3",)), None, id="program-error"),
+    pytest.param(facts(rc=137, exits=(None, OK), warnings=1), None, id="warned"),
+    pytest.param(facts(rc=137, exits=(None, OK), done=True), None, id="done"),
+])
+def test_blame_node(step, node):
+    assert blame_node(step) == node
+
+
+# ---- in-job restarts -------------------------------------------------------------------------
+
+def restart(step, history=History(), limits=RES, **kw):  # noqa: ANN001, ANN003, ANN201, B008
+    args = {"try_": 0, "prev_error": "", "hosts": ["n1", "n2"], "excluded": (),
+            "errors_path": ".hpcflow/errors"}
+    args.update(kw)
+    return after_failed_step(step, history, limits, **args)
+
+
+KILLED = facts(rc=137, exits=(None, OK), latest_checkpoint=5)
+
+
+@pytest.mark.parametrize(("step", "history", "kw", "go", "reason"), [
+    pytest.param(KILLED, History(blamed={"n1": 1}), {}, True, None, id="rank-failure"),
+    pytest.param(facts(rc=0, latest_checkpoint=5), History(), {}, False, None, id="success"),
+    pytest.param(facts(rc=75, committed_step=5, latest_checkpoint=5), History(), {}, False, None,
+                 id="warned"),
+    pytest.param(KILLED, History(blamed={"n1": 1}), {"try_": 2}, False, None, id="bound-used"),
+    pytest.param(facts(rc=137, exits=(None, OK)), History(blamed={"n1": 1}), {}, False, None,
+                 id="no-checkpoint"),
+    pytest.param(KILLED, History(step_restarts=3, blamed={"n1": 1}), {}, False,
+                 P.REASON_FAILURE_LIMIT, id="failure-budget"),
+    pytest.param(facts(rc=1, exits=(RankExit(1, 3), OK), error_sigs=("E@3",), latest_checkpoint=5),
+                 History(), {"prev_error": "E@3"}, False, P.REASON_PROGRAM_ERROR,
+                 id="same-exception-twice"),
+    pytest.param(facts(rc=1, exits=(RankExit(1, 3), OK), error_sigs=("E@3",), latest_checkpoint=5),
+                 History(), {"prev_error": "E@2"}, True, None, id="another-exception"),
+])
+def test_after_a_failed_step(step, history, kw, go, reason):
+    out = restart(step, history, **kw)
+    assert (out.restart, out.fail_reason) == (go, reason)
+    if go:
+        assert out.events[-1][0] == P.EVENT_STEP_RESTART
+        assert out.events[-1][1]["try"] == kw.get("try_", 0) + 1
+
+
+def test_a_hang_is_the_cause_when_no_rank_raised():
+    out = restart(facts(rc=143, exits=(None, None), hang=True, latest_checkpoint=5))
+    assert out.restart and out.cause == "hang"
+
+
+def test_a_node_with_its_share_of_failures_is_excluded_for_a_spare():
+    out = restart(KILLED, History(blamed={"n1": 2}))
+    assert out.restart and out.excluded == ("n1",) and out.srun_exclude == ("n1",)
+    name, ev = out.events[0]
+    assert name == P.EVENT_NODE_EXCLUDED and ev == {"node": "n1", "failures": 2,
+                                                   "excluded": "n1", "spare": True}
+
+
+def test_without_a_spare_the_excluded_node_means_a_requeue():
+    out = restart(KILLED, History(blamed={"n1": 2}), hosts=["n1"])
+    assert not out.restart and out.exclusion_requeue and out.excluded == ("n1",)
+    assert out.events[0][1]["spare"] is False
+
+
+def test_without_a_spare_and_no_failure_left_the_job_ends():
+    out = restart(KILLED, History(blamed={"n1": 2}, step_restarts=3), hosts=["n1"])
+    assert not out.restart and not out.exclusion_requeue
+    assert out.fail_reason == P.REASON_FAILURE_LIMIT and out.events == ()
+
+
+def test_the_rank_summary_names_the_earliest_failure():
+    step = facts(rc=1, exits=(RankExit(1, 900, "late"), RankExit(2, 100, "early"), None))
+    fields, words = rank_summary(step)
+    assert fields["first_failure"] == {"rank": 1, "rc": 2, "reason": "early"}
+    assert (fields["ranks_exited"], fields["ranks_missing"], fields["missing"]) == (2, 1, [2])
+    assert words == "rank 1 exited with status 2: early"
+
+
+# ---- attempt start and deadline --------------------------------------------------------------
+
+def test_an_attempt_past_the_failure_bound_does_not_start():
+    verdict = attempt_start(History(restart=4), RES, ["n1", "n2"])
+    assert not verdict.start and verdict.reason == P.REASON_FAILURE_LIMIT
+    assert attempt_start(History(restart=4), LIMITS, ["n1"]).start  # no resilience: no bound
+
+
+@pytest.mark.parametrize(("hosts", "avoid", "ignored"), [
+    pytest.param(["n1", "n2"], ("n1",), (), id="others-left"),
+    pytest.param(["n2", "n3"], (), (), id="not-in-this-allocation"),
+    pytest.param(["n1"], (), ("n1",), id="exclusion-lost-says-so"),
+])
+def test_steps_avoid_nodes_excluded_earlier(hosts, avoid, ignored):
+    verdict = attempt_start(History(excluded=("n1",)), RES, hosts)
+    assert verdict.start and verdict.srun_exclude == avoid and verdict.ignored == ignored
+
+
+@pytest.mark.parametrize(("current", "notice", "end", "expected"), [
+    pytest.param(1000, None, None, 1000, id="nothing-new"),
+    pytest.param(1000, 900, None, 900, id="notice-earlier"),
+    pytest.param(1000, None, 700, 700, id="slurm-moved-end-time"),
+    pytest.param(1000, 1200, 1100, 1000, id="never-later"),
+    pytest.param(1000, None, 0, 1000, id="unknown-end-time"),
+])
+def test_the_deadline_is_the_earliest_known(current, notice, end, expected):
+    assert deadline(current, notice_s=notice, end_time_s=end) == expected
