@@ -6,8 +6,12 @@ for what it finds on the node: a missing tool is a warn or fail line, not an exc
 Sources:
 - Expected GPUs and EFA interfaces: hpcflow's instance table (``hpcflow.pcluster.catalog``,
   EC2 DescribeInstanceTypes).
-- ``PreemptParameters=send_user_signal``: slurm.conf(5): without it a preempted job gets SIGTERM
-  after GraceTime instead of the job's ``--signal`` (seen in Slurm 22.05-25.x).
+- The user-signal option of preemption: without it a preempted job's steps get TERM at the
+  start of ``GraceTime`` and the batch shell gets nothing (seen on the local cluster, Slurm
+  22.05.8); with it the batch shell also gets the job's ``--signal`` then. Its spelling depends
+  on the version: ``SlurmctldParameters=preempt_send_user_signal`` in 22.05 (slurm.conf(5) of
+  22.05; ``PreemptParameters`` is unknown there and every client then fails with "Parsing error
+  at unrecognized key"), ``PreemptParameters=send_user_signal`` from 23.02 on.
 - ``JobRequeue``: slurm.conf(5), the default for jobs without ``--requeue``/``--no-requeue``.
 - Requeue delay: a requeued job cannot start again until its credential expires,
   ``AuthInfo=cred_expire`` (slurm.conf(5), default 120 s); ParallelCluster sets 70 s for that
@@ -191,21 +195,33 @@ def check_slurm(probe: Probe) -> tuple[CheckResult, dict[str, str]]:
     return ok("slurm", f"{_tail(ping.text)} (Slurm {version})"), config
 
 
+def user_signal_setting(version: str) -> str:
+    """The slurm.conf line that makes Slurm send a preempted job its ``--signal``, for Slurm
+    ``version`` (``"22.05.8"``): see the module's sources. An unreadable version gets the
+    current spelling."""
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    if m and (int(m.group(1)), int(m.group(2))) < (23, 2):
+        return "SlurmctldParameters=preempt_send_user_signal"
+    return "PreemptParameters=send_user_signal"
+
+
 def check_preempt_signal(config: dict[str, str]) -> CheckResult:
     if not config:
         return warn("preempt-signal", "Slurm configuration unknown", "fix the slurm check first")
     ptype = config.get("PreemptType", "preempt/none")
-    params = config.get("PreemptParameters", "")
+    params = ",".join((config.get("PreemptParameters", ""), config.get("SlurmctldParameters", "")))
+    setting = user_signal_setting(config.get("SLURM_VERSION", ""))
     if "send_user_signal" in params:
-        return ok("preempt-signal", f"PreemptParameters={params}: preempted jobs get their "
-                  "--signal (USR1) before they stop")
+        return ok("preempt-signal", f"{setting}: a preempted job's batch shell gets its --signal "
+                  "(USR1) at the start of GraceTime, as well as TERM to its steps")
     if ptype in ("preempt/none", "(null)"):
         return ok("preempt-signal", "no job preemption configured (PreemptType=preempt/none); "
                   "spot and time-limit warnings still arrive as USR1")
-    return warn("preempt-signal", f"PreemptType={ptype} without "
-                "PreemptParameters=send_user_signal: a preempted job gets SIGTERM after "
-                f"GraceTime, not USR1, and saves no checkpoint",
-                "add PreemptParameters=send_user_signal to slurm.conf (ParallelCluster: "
+    return warn("preempt-signal", f"PreemptType={ptype} without {setting}: a preempted job's "
+                "steps get TERM at the start of GraceTime and its batch shell gets no signal. "
+                "hpcflow's ranks take TERM as the warning and hpcflow requeues the job, but a "
+                "program that does not join the protocol gets no timed stop",
+                f"add {setting} to slurm.conf (ParallelCluster: "
                 "Scheduling.SlurmSettings.CustomSlurmSettings)")
 
 

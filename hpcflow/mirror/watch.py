@@ -21,7 +21,6 @@ bytes), ``mirror_done`` (+ ``upload_s``, ``lag_s`` = commit on disk to record on
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcflow import ledger
 from hpcflow.mirror import local, store
 from hpcflow.spec.s3uri import S3Uri
 
@@ -54,20 +54,11 @@ class Ledger:
     restart: int = 0
 
     def event(self, name: str, **fields: Any) -> None:
-        """Append one event as a single ``write`` (O_APPEND: lines from the batch shell and
-        from here do not interleave); a failed write is logged, never raised."""
+        """Append one event through the one ledger writer (:mod:`hpcflow.ledger`); a failed
+        write is logged, never raised."""
         if self.path is None:
             return
-        line = json.dumps({"event": name, "time": int(time.time()), "job_id": self.job_id,
-                           "restart": self.restart, **fields}, sort_keys=False) + "\n"
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            log(f"could not append {name!r} to the ledger {self.path}: {exc}")
+        ledger.append_event(self.path, name, job_id=self.job_id, restart=self.restart, **fields)
 
 
 def log(message: str) -> None:

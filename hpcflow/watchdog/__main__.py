@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpcflow import protocol
+from hpcflow import fsutil, ledger, protocol
 from hpcflow.watchdog.hang import Hang, Timeouts, find_hang
 from hpcflow.watchdog.stacks import collect, stopped_ranks
 
@@ -90,13 +90,14 @@ def handle(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Han
     first = stopped[0] if stopped else hang.first
     stacks = collect(beats, args.heartbeat_dir, args.job_id, now)
     (args.run_dir / name).write_text(stacks, encoding="utf-8")
-    event = {"event": protocol.EVENT_HANG, "time": int(now), "job_id": args.job_id,
-             "restart": args.restart, "try": args.try_, "section": hang.section,
-             "ranks": hang.ranks, "first": first, "stopped": stopped, "step": hang.step,
-             "timeout_s": round(hang.timeout_s, 3), "stacks": name}
-    with protocol.ledger_path(args.run_dir).open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(event) + "\n")
-    (args.heartbeat_dir / protocol.HANG_MARKER).write_text(json.dumps(event), encoding="utf-8")
+    fields = {"try": args.try_, "section": hang.section, "ranks": hang.ranks, "first": first,
+              "stopped": stopped, "step": hang.step, "timeout_s": round(hang.timeout_s, 3),
+              "stacks": name}
+    ledger.append_event(protocol.ledger_path(args.run_dir), protocol.EVENT_HANG,
+                        job_id=args.job_id, restart=args.restart, time_s=int(now), **fields)
+    marker = ledger.event_line(protocol.EVENT_HANG, job_id=args.job_id, restart=args.restart,
+                               time_s=int(now), **fields)
+    fsutil.write_atomic(args.heartbeat_dir / protocol.HANG_MARKER, marker)
     print(f"hpcflow-watchdog: hang in section {hang.section} (ranks {hang.ranks} silent for more "
           f"than {hang.timeout_s:.1f} s); stacks in {name}; ending the step", file=sys.stderr,
           flush=True)

@@ -144,8 +144,22 @@ def test_preemption_without_user_signal_warns_with_the_setting_to_add():
     config = parse_slurm_config(CONFIG)
     result = check_preempt_signal(config)
     assert result.level == "warn" and "PreemptParameters=send_user_signal" in result.fix
+    assert "TERM at the start of GraceTime" in result.message
     config["PreemptParameters"] = "send_user_signal"
     assert check_preempt_signal(config).level == "pass"
+
+
+@pytest.mark.parametrize(("version", "setting"), [
+    pytest.param("22.05.8", "SlurmctldParameters=preempt_send_user_signal", id="22.05"),
+    pytest.param("23.02.1", "PreemptParameters=send_user_signal", id="23.02"),
+    pytest.param("25.11.8", "PreemptParameters=send_user_signal", id="25.11"),
+])
+def test_the_user_signal_option_is_spelled_for_the_slurm_found(version, setting):
+    config = {"SLURM_VERSION": version, "PreemptType": "preempt/partition_prio"}
+    assert setting in check_preempt_signal(config).fix
+    config["SlurmctldParameters"] = "enable_configless,preempt_send_user_signal"
+    result = check_preempt_signal(config)
+    assert result.level == "pass" and setting in result.message
 
 
 @pytest.mark.parametrize(("conf", "level", "text"), [
