@@ -8,7 +8,6 @@ code.
 from __future__ import annotations
 
 import os
-import re
 import stat
 import sys
 import tempfile
@@ -31,8 +30,7 @@ from hpcflow.spec.job import JobSpec, load_job_spec
 
 T = TypeVar("T")
 
-#: A Slurm job id as hpcflow's verbs take it: ``123``, or ``120_3`` for an array element.
-JOB_ID_RE = re.compile(r"[1-9][0-9]*(?:_[0-9]+)?")
+JOB_ID_RE = records.JOB_ID_RE
 
 
 @dataclass(frozen=True)
