@@ -125,13 +125,16 @@ def record_submission(record: JobRecord, script_text: str, spec_text: str) -> No
     append_jsonl(hpcflow_home() / "jobs.jsonl", asdict(record))
 
 
-def write_run_files(run_dir: Path, spec_text: str, script_text: str) -> Path:
-    """Write the resolved spec and the rendered script into the run directory.
+def write_run_files(run_dir: Path, spec_text: str, script_text: str, *,
+                    keep_mode: bool = False) -> Path:
+    """Write the resolved spec (mode :data:`SPEC_MODE`) and the rendered script (mode
+    :data:`SCRIPT_MODE`) into the run directory (made by :func:`make_private_dirs`, which
+    ``keep_mode`` is passed to).
 
     Returns:
         The path of the script (what ``sbatch`` is given).
     """
-    make_private_dirs(run_dir)
+    make_private_dirs(run_dir, keep_mode=keep_mode)
     write_atomic(run_dir / SPEC_FILE, spec_text, mode=SPEC_MODE)
     script = run_dir / SCRIPT_FILE
     write_atomic(script, script_text, mode=SCRIPT_MODE)
