@@ -58,7 +58,8 @@ def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
     result = service.submit(spec, overrides, dry_run=dry_run, allow_shared_dir=allow_shared_dir)
     if dry_run:
         if as_json:
-            emit_json({"job_id": None, "run_dir": str(result.run_dir), "script": result.script})
+            emit_json({"job_id": None, "run_dir": str(result.run_dir), "script": result.script,
+                       "env": result.env})
         else:
             print_script(result.script)
         return

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,6 +28,7 @@ from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
 from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.slurm.render import render_sbatch
+from hpcflow.spec.envvalues import shown_env
 from hpcflow.spec.job import JobSpec, load_job_spec
 
 T = TypeVar("T")
@@ -44,6 +45,9 @@ class SubmitResult:
         run_dir: the run directory.
         script: the rendered batch script.
         script_path: where the script was written, or None for a dry run.
+        name: the job name.
+        env: the spec's ``env`` as ``--json`` shows it: values read from a file masked
+            (:func:`hpcflow.spec.envvalues.shown_env`).
     """
 
     job_id: str | None
@@ -51,6 +55,7 @@ class SubmitResult:
     script: str
     script_path: Path | None
     name: str = ""
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def log_path(self) -> Path | None:
@@ -92,7 +97,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
         trust.check_trusted_dir("checkpoint.dir", Path(spec.checkpoint_dir))
     trust.check_state_files(run_dir)
     if dry_run:
-        return SubmitResult(None, run_dir, script, None, name=spec.name)
+        return SubmitResult(None, run_dir, script, None, name=spec.name, env=shown_env(spec.env))
     try:
         records.check_index_writable()
     except OSError as exc:
@@ -119,7 +124,8 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
                           "with the same spec and --set options prints the script)") from None
     rec = records.JobRecord(job_id, spec.name, str(run_dir), records.now())
     records.record_submission(rec, script, spec_yaml(spec))
-    return SubmitResult(job_id, run_dir, script, script_path, name=spec.name)
+    return SubmitResult(job_id, run_dir, script, script_path, name=spec.name,
+                        env=shown_env(spec.env))
 
 
 def check_run_dir(run_dir: Path) -> None:
