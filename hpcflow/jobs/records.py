@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import re
+import stat
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -77,12 +78,36 @@ def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     fsutil.write_atomic(path, text, mode=mode)
 
 
+def open_append(path: Path) -> int:
+    """Open (create, mode 0600) the regular file ``path`` for appending and return the
+    descriptor. A symlink (``O_NOFOLLOW``), a FIFO (``O_NONBLOCK``: no wait for a reader) or
+    any other non-regular file is refused, so an append never lands where a planted link points.
+
+    Raises:
+        OSError: the file cannot be opened, or is not a regular file
+            (:class:`hpcflow.fsutil.NotRegularFile`).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise fsutil.NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
     """Append one JSON line (a single ``write`` of a short line, so concurrent appenders do not
-    interleave on a local filesystem)."""
+    interleave on a local filesystem) to a regular file only (:func:`open_append`).
+
+    Raises:
+        OSError: as :func:`open_append`, or the write failed.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(obj, sort_keys=True) + "\n")
+    fd = open_append(path)
+    try:
+        os.write(fd, (json.dumps(obj, sort_keys=True) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 def read_jsonl(path: Path, max_bytes: int = fsutil.RECORD_MAX_BYTES) -> list[dict[str, Any]]:
@@ -206,12 +231,12 @@ def check_index_writable() -> Path:
     """Make sure the per-user index can be appended to, before anything is submitted.
 
     Raises:
-        OSError: the folder cannot be created or the index cannot be opened for appending.
+        OSError: the folder cannot be created or the index cannot be opened for appending
+            (also when it is a symlink, a FIFO or not a regular file).
     """
     path = hpcflow_home() / "jobs.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8"):
-        pass
+    os.close(open_append(path))
     return path
 
 

@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 
 from hpcflow.errors import SubmitError
+from hpcflow.jobs.records import SUBMISSIONS_FILE
 from hpcflow.protocol import LEDGER_FILE, state_dir
 
 #: What the override flag's help and the errors say about the risk.
@@ -36,9 +37,11 @@ def folder_problem(path: Path, *, own: bool, uid: int) -> str | None:
         OSError: ``lstat`` failed.
     """
     info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode):
-        info = os.stat(path)  # a symlinked run_dir is the folder it names; judge that one
     owners = {uid} if own else {uid, 0}
+    if stat.S_ISLNK(info.st_mode):
+        if info.st_uid not in owners:
+            return f"it is a symlink owned by uid {info.st_uid}, not by you (uid {uid})"
+        info = os.stat(path)  # a symlinked run_dir is the folder it names; judge that one too
     if info.st_uid not in owners:
         return f"it is owned by uid {info.st_uid}, not by you (uid {uid})"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
@@ -83,28 +86,31 @@ def check_trusted_dir(field: str, target: Path, *, uid: int | None = None) -> No
 
 
 def check_state_files(run_dir: Path, *, uid: int | None = None) -> None:
-    """Refuse a run directory whose ``.hpcflow/`` or ledger is a symlink, not the user's, or
-    not a folder / regular file: the batch script appends to the ledger, and would write
-    wherever a planted link points.
+    """Refuse a run directory whose ``.hpcflow/``, ledger or ``submissions.jsonl`` is a symlink,
+    not the user's, or not a folder / regular file: the batch script appends to the ledger and
+    ``submit`` to the submissions, and would write wherever a planted link points.
 
     Raises:
         SubmitError: naming the path and why.
     """
     uid = os.getuid() if uid is None else uid
     state = state_dir(run_dir)
-    for path, want_dir in ((state, True), (state / LEDGER_FILE, False)):
+    for path, want_dir in ((state, True), (state / LEDGER_FILE, False),
+                           (run_dir / SUBMISSIONS_FILE, False)):
         try:
             info = os.lstat(path)
-        except FileNotFoundError:
-            return
+        except (FileNotFoundError, NotADirectoryError):
+            continue
         except OSError as exc:
             raise SubmitError(f"run_dir: cannot look at {str(path)!r} ({exc.strerror or exc})"
                               ) from None
         kind_ok = stat.S_ISDIR(info.st_mode) if want_dir else stat.S_ISREG(info.st_mode)
-        if stat.S_ISLNK(info.st_mode) or not kind_ok or info.st_uid != uid:
+        shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if stat.S_ISLNK(info.st_mode) or not kind_ok or info.st_uid != uid or shared:
             what = ("a symlink" if stat.S_ISLNK(info.st_mode) else
-                    f"owned by uid {info.st_uid}" if kind_ok else
-                    "not a folder" if want_dir else "not a regular file")
+                    ("not a folder" if want_dir else "not a regular file") if not kind_ok else
+                    f"owned by uid {info.st_uid}" if info.st_uid != uid else
+                    f"writable by others (mode {stat.S_IMODE(info.st_mode):04o})")
             raise SubmitError(f"run_dir: {str(path)!r} is {what}; hpcflow writes its state there "
                               "and refuses one it does not own outright. Remove it, or choose "
                               "another run_dir")
