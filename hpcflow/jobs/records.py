@@ -189,12 +189,14 @@ def make_private_dirs(run_dir: Path, *, keep_mode: bool = False) -> None:
 
 
 def read_run_files(run_dir: Path) -> dict[str, str | None]:
-    """The current spec and script of a run directory (``None`` for a file that is absent)."""
+    """The current spec and script of a run directory (``None`` for a file that is absent, or is
+    not a regular file: a FIFO or a link is never read, and is replaced, not followed)."""
     out: dict[str, str | None] = {}
     for name in (SPEC_FILE, SCRIPT_FILE):
         try:
-            out[name] = (run_dir / name).read_text(encoding="utf-8")
-        except OSError:  # absent, or a run_dir that cannot be read: nothing to put back
+            raw = fsutil.read_capped(run_dir / name)
+            out[name] = raw.decode("utf-8", errors="replace")
+        except OSError:  # absent, not a file, or a run_dir that cannot be read: nothing to put back
             out[name] = None
     return out
 

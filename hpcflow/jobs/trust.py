@@ -5,8 +5,8 @@ Whoever can write the run directory or the checkpoint folder can plant ``checkpo
 (loading a DCP checkpoint unpickles its ``.metadata``: code run as the job's user on every rank)
 or swap the ledger or ``.hpcflow`` for symlinks. So each folder of the path that exists must be
 owned by the user (the folder itself) or by the user or root (a parent), and none may be
-writable by group or others unless its sticky bit is set (``/tmp``: then only an entry's owner
-may rename or remove it; chmod(2), "S_ISVTX").
+writable by group (other than the user's private group) or others unless its sticky bit is set
+(``/tmp``: then only an entry's owner may rename or remove it; chmod(2), "S_ISVTX").
 """
 
 from __future__ import annotations
@@ -16,12 +16,29 @@ import stat
 from pathlib import Path
 
 from hpcflow.errors import SubmitError
-from hpcflow.jobs.records import SUBMISSIONS_FILE
+from hpcflow.jobs.records import SCRIPT_FILE, SPEC_FILE, SUBMISSIONS_FILE
 from hpcflow.protocol import LEDGER_FILE, state_dir
 
 #: What the override flag's help and the errors say about the risk.
 SHARED_DIR_RISK = ("whoever can write there can plant a checkpoint, which runs code as you when "
                    "it is loaded, and swap the ledger for a symlink")
+
+
+def private_group(gid: int, uid: int) -> bool:
+    """True when ``gid`` is the user's own private group: the user's primary group, named after
+    the user, with no other member (the user-private-group scheme of ``useradd``,
+    ``USERGROUPS_ENAB`` in login.defs(5), under which the usual umask is 002). A folder only that
+    group can write is the user's alone."""
+    import grp
+    import pwd
+
+    try:
+        user = pwd.getpwuid(uid)
+        group = grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return (gid == user.pw_gid and group.gr_name == user.pw_name
+            and all(member == user.pw_name for member in group.gr_mem))
 
 
 def folder_problem(path: Path, *, own: bool, uid: int) -> str | None:
@@ -44,9 +61,12 @@ def folder_problem(path: Path, *, own: bool, uid: int) -> str | None:
         info = os.stat(path)  # a symlinked run_dir is the folder it names; judge that one too
     if info.st_uid not in owners:
         return f"it is owned by uid {info.st_uid}, not by you (uid {uid})"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
-        who = "group and others" if info.st_mode & stat.S_IWGRP and info.st_mode & stat.S_IWOTH \
-            else "its group" if info.st_mode & stat.S_IWGRP else "others"
+    writers = info.st_mode & stat.S_IWOTH
+    if info.st_mode & stat.S_IWGRP and not private_group(info.st_gid, uid):
+        writers |= stat.S_IWGRP
+    if writers and not info.st_mode & stat.S_ISVTX:
+        who = "group and others" if writers == stat.S_IWGRP | stat.S_IWOTH \
+            else "its group" if writers & stat.S_IWGRP else "others"
         return f"it is writable by {who} (mode {stat.S_IMODE(info.st_mode):04o}) without the sticky bit"
     return None
 
@@ -86,9 +106,10 @@ def check_trusted_dir(field: str, target: Path, *, uid: int | None = None) -> No
 
 
 def check_state_files(run_dir: Path, *, uid: int | None = None) -> None:
-    """Refuse a run directory whose ``.hpcflow/``, ledger or ``submissions.jsonl`` is a symlink,
-    not the user's, or not a folder / regular file: the batch script appends to the ledger and
-    ``submit`` to the submissions, and would write wherever a planted link points.
+    """Refuse a run directory whose ``.hpcflow/``, ledger, ``submissions.jsonl``, ``job.yaml`` or
+    ``job.sbatch`` is a symlink, not the user's, or not a folder / regular file (or a state folder
+    that others can write): the batch script appends to the ledger and ``submit`` to the
+    submissions, and would write wherever a planted link points.
 
     Raises:
         SubmitError: naming the path and why.
@@ -96,7 +117,8 @@ def check_state_files(run_dir: Path, *, uid: int | None = None) -> None:
     uid = os.getuid() if uid is None else uid
     state = state_dir(run_dir)
     for path, want_dir in ((state, True), (state / LEDGER_FILE, False),
-                           (run_dir / SUBMISSIONS_FILE, False)):
+                           (run_dir / SUBMISSIONS_FILE, False), (run_dir / SPEC_FILE, False),
+                           (run_dir / SCRIPT_FILE, False)):
         try:
             info = os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -105,7 +127,10 @@ def check_state_files(run_dir: Path, *, uid: int | None = None) -> None:
             raise SubmitError(f"run_dir: cannot look at {str(path)!r} ({exc.strerror or exc})"
                               ) from None
         kind_ok = stat.S_ISDIR(info.st_mode) if want_dir else stat.S_ISREG(info.st_mode)
-        shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        # A state folder anyone could write may hold planted files; one only the group can write
+        # (umask 002, before submit made it 0700) is made 0700 by submit. Files are reached only
+        # through the run directory and the state folder, so their own mode does not matter.
+        shared = want_dir and info.st_mode & stat.S_IWOTH
         if stat.S_ISLNK(info.st_mode) or not kind_ok or info.st_uid != uid or shared:
             what = ("a symlink" if stat.S_ISLNK(info.st_mode) else
                     ("not a folder" if want_dir else "not a regular file") if not kind_ok else

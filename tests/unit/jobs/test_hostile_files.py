@@ -108,7 +108,9 @@ def test_a_folder_others_own_or_can_write_is_refused(slurm, hpcflow, tmp_path, s
 
 
 def _world_writable(path: Path, perm: int = 0o777) -> Path:
+    """A folder of the user's with mode ``perm``, its group one the user shares with others."""
     path.mkdir()
+    os.chown(path, -1, OTHER_UID)
     os.chmod(path, perm)
     return path
 
@@ -241,3 +243,25 @@ def test_an_index_row_with_a_bad_job_id_is_skipped_with_a_warning(slurm, hpcflow
     err = capsys.readouterr().err
     assert f"{index}:2:" in err and "skipped" in err
     assert service.latest_job_id() == "5"
+
+
+def test_a_run_dir_left_by_a_umask_002_submission_is_reused_and_made_private(slurm, hpcflow,
+                                                                           tmp_path, spec_file):
+    run_dir = tmp_path / "run"
+    (run_dir / ".hpcflow").mkdir(parents=True)
+    os.chmod(run_dir, 0o775)
+    os.chmod(run_dir / ".hpcflow", 0o775)
+    (run_dir / ".hpcflow" / "events.jsonl").write_text("")
+    os.chmod(run_dir / ".hpcflow" / "events.jsonl", 0o664)
+    (run_dir / "job.yaml").write_text("old\n")
+    os.chmod(run_dir / "job.yaml", 0o664)
+    result = hpcflow("submit", str(spec_file(run_dir)))
+    assert result.exit_code == 0, result.output
+    assert mode(run_dir) == 0o700 and mode(run_dir / ".hpcflow") == 0o700
+    assert mode(run_dir / "job.yaml") == 0o600
+
+
+def test_a_folder_in_place_of_job_yaml_is_refused(slurm, hpcflow, tmp_path, spec_file):
+    (tmp_path / "run" / "job.yaml").mkdir(parents=True)
+    result = hpcflow("submit", str(spec_file(tmp_path / "run")))
+    assert result.exit_code == 3 and "job.yaml" in result.output, result.output

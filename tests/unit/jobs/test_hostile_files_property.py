@@ -1,9 +1,9 @@
 """Property test, the file-system half of the hostile inputs: one to three hostile things planted
-where hpcflow reads or writes (the ledger, the job log, ``submissions.jsonl``, the job index, the
-state folder, the run directory, its parent), then ``submit``, ``status``, ``logs`` and
-``report`` run against them. The plants are what another user of the head node can do: a
-symlink to a victim file or to ``/dev/zero``, a FIFO, a huge sparse file, a folder in place of a
-file, another owner, a world-writable folder. For every command:
+where hpcflow reads or writes (the ledger, the job log, ``submissions.jsonl``, the job index,
+``job.yaml``, ``job.sbatch``, the state folder, the run directory, its parent), then ``submit``,
+``status``, ``logs`` and ``report`` run against them. The plants are what another user of the
+head node can do: a symlink to a victim file or to ``/dev/zero``, a FIFO, a huge sparse file, a
+folder in place of a file, another owner, a world-writable folder. For every command:
 
 - it ends (a blocked read fails the test after 20 s), with an exit code of 0, 2, 3 or 4, never
   1 (a bug), and without a traceback;
@@ -35,7 +35,7 @@ SETTINGS = settings(max_examples=int(os.environ.get("HPCFLOW_HOSTILE_EXAMPLES", 
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
 
-FILES = ["ledger", "log", "submissions", "index"]
+FILES = ["ledger", "log", "submissions", "index", "spec", "script"]
 DIRS = ["state", "run_dir", "parent"]
 FILE_PLANTS = ["fifo", "dev_zero", "link", "dir", "foreign", "huge"]
 DIR_PLANTS = ["fifo", "link", "foreign", "world"]
@@ -100,7 +100,8 @@ def layout(base: Path) -> dict[str, Path]:
     _touch(run_dir / ".hpcflow" / "events.jsonl")
     rec.log_path.write_text("hpcflow: attempt 1\n")
     return {"ledger": run_dir / ".hpcflow" / "events.jsonl", "log": rec.log_path,
-            "submissions": run_dir / "submissions.jsonl",
+            "submissions": run_dir / "submissions.jsonl", "spec": run_dir / "job.yaml",
+            "script": run_dir / "job.sbatch",
             "index": records.hpcflow_home() / "jobs.jsonl", "state": run_dir / ".hpcflow",
             "run_dir": run_dir, "parent": base / "runs"}
 
