@@ -11,13 +11,27 @@ Standard library only: the in-job runtime imports it.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fsync_dir", "write_atomic", "write_json_atomic"]
+__all__ = ["NotRegularFile", "fsync_dir", "open_regular", "read_capped", "read_tail",
+           "write_atomic", "write_json_atomic"]
+
+#: The most a record file (ledger, index, JSON record) is read of: far above any real one (a
+#: ledger line is ~200 bytes), low enough that ``/dev/zero`` or a planted giant file cannot fill
+#: memory.
+RECORD_MAX_BYTES = 32 * 1024 * 1024
+_CHUNK_BYTES = 1024 * 1024
+
+
+class NotRegularFile(OSError):
+    """The path is a FIFO, device, socket or folder: hpcflow reads records and logs from regular
+    files only (a FIFO would block the reader, ``/dev/zero`` never ends)."""
 
 
 def fsync_dir(directory: Path) -> None:
@@ -33,12 +47,14 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` (text is written as UTF-8) through a temp file, fsync,
     ``os.replace`` and an fsync of the parent directory.
 
     The parent must exist. The new file gets the permissions a plain ``open(path, "w")`` gives
-    (``0o666`` less the umask). On failure the temp file is removed and the old file is untouched.
+    (``0o666`` less the umask), or exactly ``mode`` whatever the umask; the temp file is created
+    with ``mode`` already, so the data is never readable more widely, even for a moment. On
+    failure the temp file is removed and the old file is untouched.
 
     Raises:
         OSError: the directory is missing or the file system refused a write, fsync or rename.
@@ -46,9 +62,11 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     path = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
     try:
         with os.fdopen(fd, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())
@@ -68,3 +86,57 @@ def write_json_atomic(path: Path, payload: Any, *, indent: int | None = 1,
         OSError: as :func:`write_atomic`.
     """
     write_atomic(path, json.dumps(payload, indent=indent, sort_keys=sort_keys) + "\n")
+
+
+def open_regular(path: Path) -> int:
+    """Open ``path`` read-only as a regular file and return the descriptor.
+
+    ``O_NOFOLLOW`` refuses a symlink as the last component and ``O_NONBLOCK`` keeps ``open`` of a
+    FIFO from waiting for a writer (open(2)); ``fstat`` then refuses anything but a regular file,
+    on the descriptor itself, so nothing can be swapped in between.
+
+    Raises:
+        NotRegularFile: the path is a FIFO, device, socket or folder.
+        OSError: missing (``FileNotFoundError``), a symlink (``errno.ELOOP``), or unreadable.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def read_capped(path: Path, max_bytes: int = RECORD_MAX_BYTES) -> bytes:
+    """The first ``max_bytes`` of the regular file ``path`` (the rest is not read).
+
+    Raises:
+        NotRegularFile, OSError: as :func:`open_regular`.
+    """
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(max_bytes)
+
+
+def read_tail(path: Path, max_bytes: int = RECORD_MAX_BYTES) -> tuple[bytes, int]:
+    """The last ``max_bytes`` of the regular file ``path``, and how many bytes before them were
+    left out (0 when the whole file was read). Memory is bounded by ``max_bytes`` whatever the
+    file's size; a file that grows while it is read is read up to its size at the ``fstat``.
+
+    Raises:
+        NotRegularFile, OSError: as :func:`open_regular`.
+    """
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fd).st_size
+        start = max(0, size - max_bytes)
+        fh.seek(start)
+        parts, left = [], size - start
+        while left > 0 and (chunk := fh.read(min(_CHUNK_BYTES, left))):
+            parts.append(chunk)
+            left -= len(chunk)
+        return b"".join(parts), start

@@ -41,20 +41,25 @@ COLUMNS = ["job", "name", "state", "attempts", "restarts", "elapsed", "exit", "e
 @click.option("--dry-run", is_flag=True, help="Print the rendered batch script; submit nothing.")
 @click.option("--follow", "-f", is_flag=True,
               help="Follow the job's log until it finishes; exit 1 unless it COMPLETED.")
+@click.option("--allow-shared-dir", is_flag=True,
+              help="Accept a run_dir or checkpoint.dir that others own or can write (a shared "
+              "project folder). Risk: whoever can write there can plant a checkpoint that runs "
+              "code as you when it is loaded.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handles_errors
 def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
-           as_json: bool) -> None:
+           allow_shared_dir: bool, as_json: bool) -> None:
     """Render the batch script for SPEC (a job YAML) and submit it with sbatch.
 
     The spec, the script and the job id are kept in the job's run directory.
     """
     from hpcflow.jobs import service
 
-    result = service.submit(spec, overrides, dry_run=dry_run)
+    result = service.submit(spec, overrides, dry_run=dry_run, allow_shared_dir=allow_shared_dir)
     if dry_run:
         if as_json:
-            emit_json({"job_id": None, "run_dir": str(result.run_dir), "script": result.script})
+            emit_json({"job_id": None, "run_dir": str(result.run_dir), "script": result.script,
+                       "env": result.env})
         else:
             print_script(result.script)
         return
@@ -110,17 +115,16 @@ def list_jobs(limit: int, as_json: bool) -> None:
 @handles_errors
 def logs(job_id: str, follow: bool) -> None:
     """Print a job's log (every attempt; a requeued job appends to the same file)."""
-    from hpcflow.errors import SlurmQueryError
     from hpcflow.jobs import service
 
     if follow:
         _follow(job_id)
         return
-    path = service.log_path(job_id)
-    try:
-        click.echo(path.read_text(errors="replace"), nl=False)
-    except FileNotFoundError:
-        raise SlurmQueryError(f"job {job_id}: no log yet at {path} (is it still pending?)") from None
+    path, text, skipped = service.read_log(job_id)
+    if skipped:
+        click.echo(f"hpcflow: the first {skipped} bytes of {path} are left out; the last "
+                   f"{service.LOG_TAIL_BYTES // (1024 * 1024)} MiB follow", err=True)
+    click.echo(text, nl=False)
 
 
 @click.command(cls=JsonCommand)

@@ -28,14 +28,24 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
 
     rep, signals = load_report(job_id)
     rec = records.find_job(job_id)
-    svg_path = svg_path or Path(rec.run_dir if rec else ".") / f"report-{job_id}.svg"
-    records.write_atomic(svg_path, render_svg(rep, signals))
+    problem = None
+    if svg_path is None:
+        svg_path = Path(rec.run_dir if rec else ".") / f"report-{job_id}.svg"
+        problem = _foreign_folder(svg_path.parent)
+    try:
+        if problem:  # never write by default into a folder (or through a link) not yours
+            raise OSError(problem)
+        records.write_atomic(svg_path, render_svg(rep, signals))
+    except OSError as exc:  # a run directory gone, replaced, not writable or not yours
+        click.echo(f"hpcflow: warning: the timeline {svg_path} is not written "
+                   f"({exc.strerror or exc}); use --svg PATH", err=True)
+        svg_path = None
     events = records.job_events(rec.run_dir, job_id) if rec else []
     notices = notice_outcomes(rec.run_dir, job_id, events) if rec else []
     mirror = mirror_report.summarise(events) if rec else None
     excluded = excluded_nodes(events)
     if as_json:
-        emit_json({**rep.to_dict(), "svg": str(svg_path), "excluded_nodes": excluded,
+        emit_json({**rep.to_dict(), "svg": svg_path and str(svg_path), "excluded_nodes": excluded,
                    "spot_notices": [n.to_dict() for n in notices],
                    "mirror": mirror.to_dict() if mirror else None})
         return
@@ -68,4 +78,21 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
         click.echo(n.line())
     if mirror is not None:
         click.echo(mirror.line())
-    click.echo(f"timeline: {svg_path}")
+    if svg_path is not None:
+        click.echo(f"timeline: {svg_path}")
+
+
+def _foreign_folder(folder: Path) -> str | None:
+    """Why ``folder`` is not the user's own (gone, another owner, a link planted by one,
+    writable by others), or None; a folder that cannot be looked at is left to the write to
+    refuse. The timeline is never written by default through a folder it would have to create."""
+    import os
+
+    from hpcflow.jobs.trust import folder_problem
+
+    try:
+        return folder_problem(folder, own=True, uid=os.getuid())
+    except FileNotFoundError:
+        return "the run directory is gone"
+    except OSError:
+        return None

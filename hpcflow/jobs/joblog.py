@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hpcflow import fsutil
 from hpcflow.protocol import TAG_STEP
 
 _BANNER = re.compile(r"^hpcflow: \S+ job (?P<job>\S+) attempt (?P<attempt>\d+) on ")
@@ -65,9 +66,17 @@ def steps_in(log_text: str, job_id: str) -> set[int]:
             for tag, p in lines if tag == TAG_STEP and "step" in p}
 
 
-def read_text(path: Path) -> str:
-    """The file's text, or ``""`` when it cannot be read (not written yet, removed)."""
+#: The most of a job log a report reads: its last 64 MiB (a log can be any size, or not a
+#: file at all when someone else chose its path).
+LOG_MAX_BYTES = 64 * 1024 * 1024
+
+
+def read_text(path: Path, max_bytes: int = LOG_MAX_BYTES) -> str:
+    """The last ``max_bytes`` of the file's text, or ``""`` when it cannot be read (not written
+    yet, removed) or is not a regular file (a FIFO, a device, a symlink:
+    :func:`hpcflow.fsutil.read_tail`)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        raw, _ = fsutil.read_tail(path, max_bytes)
     except OSError:
         return ""
+    return raw.decode("utf-8", errors="replace")

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcflow import protocol
+from hpcflow import fsutil, protocol
 
 EVENT = protocol.EVENT_SPOT_NOTICE
 
@@ -63,7 +63,7 @@ class NoticeOutcome:
 def _commit(run_dir: Path, job_id: str, restart: int) -> tuple[float | None, int | None]:
     path = protocol.state_dir(run_dir) / protocol.committed_name(job_id, restart)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(fsutil.read_capped(path, 64 * 1024))  # a few dozen bytes when real
         return float(doc["time"]), int(doc["step"])
     except (OSError, ValueError, KeyError, TypeError):
         return None, None

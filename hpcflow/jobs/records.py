@@ -8,8 +8,12 @@ batch script appends (docs/protocol.md).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import stat
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +25,18 @@ from hpcflow.protocol import ledger_path, state_dir
 SPEC_FILE = "job.yaml"
 SCRIPT_FILE = "job.sbatch"
 SUBMISSIONS_FILE = "submissions.jsonl"
+#: The run directory and its state folder: only the user may list or enter them (the log, the
+#: ledger and the checkpoints inside are the user's alone).
+DIR_MODE = 0o700
+#: ``job.sbatch``: the user's alone, and executable (it holds the ``env:`` values).
+SCRIPT_MODE = 0o700
+#: ``job.yaml``, the resolved spec: the user's alone (it holds the ``env:`` values).
+SPEC_MODE = 0o600
+
+
+#: A Slurm job id as hpcflow's verbs take it and as an index row must hold it: ``123``, or
+#: ``120_3`` for an array element.
+JOB_ID_RE = re.compile(r"[1-9][0-9]*(?:_[0-9]+)?")
 
 
 def hpcflow_home() -> Path:
@@ -54,36 +70,76 @@ class JobRecord:
         return Path(self.run_dir) / f"{self.name}-{self.job_id}.out"
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` (its folder made first) with :func:`hpcflow.fsutil.write_atomic`:
-    readers see the old file or the new one, never a half-written one."""
+    readers see the old file or the new one, never a half-written one. ``mode``: the file's exact
+    permissions (default: ``0o666`` less the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fsutil.write_atomic(path, text)
+    fsutil.write_atomic(path, text, mode=mode)
+
+
+def open_append(path: Path) -> int:
+    """Open (create, mode 0600) the regular file ``path`` for appending and return the
+    descriptor. A symlink (``O_NOFOLLOW``), a FIFO (``O_NONBLOCK``: no wait for a reader) or
+    any other non-regular file is refused, so an append never lands where a planted link points.
+
+    Raises:
+        OSError: the file cannot be opened, or is not a regular file
+            (:class:`hpcflow.fsutil.NotRegularFile`).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise fsutil.NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+    return fd
 
 
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
     """Append one JSON line (a single ``write`` of a short line, so concurrent appenders do not
-    interleave on a local filesystem)."""
+    interleave on a local filesystem) to a regular file only (:func:`open_append`).
+
+    Raises:
+        OSError: as :func:`open_append`, or the write failed.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(obj, sort_keys=True) + "\n")
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a JSON-lines file, skipping lines that are not JSON objects (a torn last line after
-    a crash is ignored, not fatal). A missing file gives an empty list."""
+    fd = open_append(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        os.write(fd, (json.dumps(obj, sort_keys=True) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: Path, max_bytes: int = fsutil.RECORD_MAX_BYTES) -> list[dict[str, Any]]:
+    """Read a JSON-lines file, skipping lines that are not JSON objects (a torn last line after
+    a crash is ignored, not fatal). A missing file gives an empty list.
+
+    Only a regular file is read, and only its last ``max_bytes`` (the newest records; the cut
+    line is dropped): a FIFO, a symlink or ``/dev/zero`` in place of a ledger gives an empty
+    list, never a hang or a full memory (:func:`hpcflow.fsutil.read_tail`).
+    """
+    return [obj for _, obj in read_jsonl_lines(path, max_bytes)]
+
+
+def read_jsonl_lines(path: Path, max_bytes: int = fsutil.RECORD_MAX_BYTES
+                     ) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`read_jsonl` with each object's line number (1-based; counted from the first line
+    read when the file is longer than ``max_bytes``)."""
+    try:
+        raw, skipped = fsutil.read_tail(path, max_bytes)
     except OSError:
         return []
+    lines = raw.decode("utf-8", errors="replace").splitlines()
+    if skipped:
+        lines = lines[1:]  # the first line read is cut
     out = []
-    for line in text.splitlines():
+    for number, line in enumerate(lines, start=1):
         try:
             obj = json.loads(line)
         except ValueError:
             continue
         if isinstance(obj, dict):
-            out.append(obj)
+            out.append((number, obj))
     return out
 
 
@@ -94,27 +150,53 @@ def record_submission(record: JobRecord, script_text: str, spec_text: str) -> No
     append_jsonl(hpcflow_home() / "jobs.jsonl", asdict(record))
 
 
-def write_run_files(run_dir: Path, spec_text: str, script_text: str) -> Path:
-    """Write the resolved spec and the rendered script into the run directory.
+def write_run_files(run_dir: Path, spec_text: str, script_text: str, *,
+                    keep_mode: bool = False) -> Path:
+    """Write the resolved spec (mode :data:`SPEC_MODE`) and the rendered script (mode
+    :data:`SCRIPT_MODE`) into the run directory (made by :func:`make_private_dirs`, which
+    ``keep_mode`` is passed to).
 
     Returns:
         The path of the script (what ``sbatch`` is given).
     """
-    state_dir(run_dir).mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / SPEC_FILE, spec_text)
+    make_private_dirs(run_dir, keep_mode=keep_mode)
+    write_atomic(run_dir / SPEC_FILE, spec_text, mode=SPEC_MODE)
     script = run_dir / SCRIPT_FILE
-    write_atomic(script, script_text)
-    script.chmod(0o755)
+    write_atomic(script, script_text, mode=SCRIPT_MODE)
     return script
 
 
+def make_private_dirs(run_dir: Path, *, keep_mode: bool = False) -> None:
+    """Create ``run_dir`` and its state folder, both mode :data:`DIR_MODE` whatever the umask.
+
+    Args:
+        run_dir: the run directory.
+        keep_mode: leave the mode of an ``run_dir`` that exists already as it is (a shared
+            project folder, ``--allow-shared-dir``); the state folder is made private anyway.
+
+    Raises:
+        OSError: a folder cannot be created or its mode set.
+    """
+    existed = run_dir.is_dir()
+    run_dir.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    if not (existed and keep_mode):
+        os.chmod(run_dir, DIR_MODE)
+    state = state_dir(run_dir)
+    if state.is_symlink():  # the ledger would be written wherever it points
+        raise OSError(errno.ELOOP, "the state folder is a symlink", str(state))
+    state.mkdir(exist_ok=True, mode=DIR_MODE)
+    os.chmod(state, DIR_MODE)
+
+
 def read_run_files(run_dir: Path) -> dict[str, str | None]:
-    """The current spec and script of a run directory (``None`` for a file that is absent)."""
+    """The current spec and script of a run directory (``None`` for a file that is absent, or is
+    not a regular file: a FIFO or a link is never read, and is replaced, not followed)."""
     out: dict[str, str | None] = {}
     for name in (SPEC_FILE, SCRIPT_FILE):
         try:
-            out[name] = (run_dir / name).read_text(encoding="utf-8")
-        except OSError:  # absent, or a run_dir that cannot be read: nothing to put back
+            raw = fsutil.read_capped(run_dir / name)
+            out[name] = raw.decode("utf-8", errors="replace")
+        except OSError:  # absent, not a file, or a run_dir that cannot be read: nothing to put back
             out[name] = None
     return out
 
@@ -139,9 +221,7 @@ def undo_run_files(run_dir: Path, previous: dict[str, str | None], created: list
         if text is None:
             path.unlink(missing_ok=True)
         else:
-            write_atomic(path, text)
-            if name == SCRIPT_FILE:
-                path.chmod(0o755)
+            write_atomic(path, text, mode=SCRIPT_MODE if name == SCRIPT_FILE else SPEC_MODE)
     for folder in created:
         try:
             folder.rmdir()
@@ -153,12 +233,12 @@ def check_index_writable() -> Path:
     """Make sure the per-user index can be appended to, before anything is submitted.
 
     Raises:
-        OSError: the folder cannot be created or the index cannot be opened for appending.
+        OSError: the folder cannot be created or the index cannot be opened for appending
+            (also when it is a symlink, a FIFO or not a regular file).
     """
     path = hpcflow_home() / "jobs.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8"):
-        pass
+    os.close(open_append(path))
     return path
 
 
@@ -166,11 +246,17 @@ def known_jobs() -> list[JobRecord]:
     """Every submission in the per-user index, oldest first (a job id listed twice keeps its
     newest record)."""
     by_id: dict[str, JobRecord] = {}
-    for row in read_jsonl(hpcflow_home() / "jobs.jsonl"):
+    index = hpcflow_home() / "jobs.jsonl"
+    for number, row in read_jsonl_lines(index):
         try:
             rec = JobRecord(str(row["job_id"]), str(row["name"]), str(row["run_dir"]),
                             float(row["submitted_at"]))
         except (KeyError, TypeError, ValueError):
+            rec = None
+        if rec is None or not JOB_ID_RE.fullmatch(rec.job_id):
+            why = "no valid record" if rec is None else f"job id {rec.job_id!r} is not a Slurm id"
+            print(f"hpcflow: warning: {index}:{number}: {why}; this row is skipped",
+                  file=sys.stderr)
             continue
         by_id.pop(rec.job_id, None)
         by_id[rec.job_id] = rec

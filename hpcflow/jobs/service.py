@@ -7,32 +7,33 @@ code.
 
 from __future__ import annotations
 
+import codecs
+import errno
 import os
-import re
 import stat
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 import yaml
 
-from hpcflow import protocol
+from hpcflow import fsutil, protocol
 from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
-from hpcflow.jobs import records
+from hpcflow.jobs import records, trust
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
 from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.slurm.render import render_sbatch
+from hpcflow.spec.envvalues import shown_env
 from hpcflow.spec.job import JobSpec, load_job_spec
 
 T = TypeVar("T")
 
-#: A Slurm job id as hpcflow's verbs take it: ``123``, or ``120_3`` for an array element.
-JOB_ID_RE = re.compile(r"[1-9][0-9]*(?:_[0-9]+)?")
+JOB_ID_RE = records.JOB_ID_RE
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class SubmitResult:
         run_dir: the run directory.
         script: the rendered batch script.
         script_path: where the script was written, or None for a dry run.
+        name: the job name.
+        env: the spec's ``env`` as ``--json`` shows it: values read from a file masked
+            (:func:`hpcflow.spec.envvalues.shown_env`).
     """
 
     job_id: str | None
@@ -51,6 +55,7 @@ class SubmitResult:
     script: str
     script_path: Path | None
     name: str = ""
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def log_path(self) -> Path | None:
@@ -63,11 +68,16 @@ def spec_yaml(spec: JobSpec) -> str:
 
 
 def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: bool = False,
-           client: SlurmClient | None = None, python: str | None = None) -> SubmitResult:
+           client: SlurmClient | None = None, python: str | None = None,
+           allow_shared_dir: bool = False) -> SubmitResult:
     """Validate, render and (unless ``dry_run``) submit a job.
 
     Nothing is written before the spec validates, the script renders and the run directory
-    passes :func:`check_run_dir` (a dry run checks it too). Then the spec and the script go into
+    passes :func:`check_run_dir` and the ownership checks of :mod:`hpcflow.jobs.trust` (the
+    run directory, the checkpoint folder and their existing parents: skipped with
+    ``allow_shared_dir``, which also leaves the mode of an existing run directory alone; a
+    symlinked ``.hpcflow`` or ledger is refused whatever it says). A dry run checks them too.
+    Then the spec and the script go into
     the run directory, ``sbatch`` submits the script, and the job id is recorded in
     ``submissions.jsonl`` and in the per-user index.
 
@@ -82,8 +92,12 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     script = render_sbatch(spec, python=python or sys.executable)
     run_dir = Path(spec.run_dir)
     check_run_dir(run_dir)
+    if not allow_shared_dir:
+        trust.check_trusted_dir("run_dir", run_dir)
+        trust.check_trusted_dir("checkpoint.dir", Path(spec.checkpoint_dir))
+    trust.check_state_files(run_dir)
     if dry_run:
-        return SubmitResult(None, run_dir, script, None, name=spec.name)
+        return SubmitResult(None, run_dir, script, None, name=spec.name, env=shown_env(spec.env))
     try:
         records.check_index_writable()
     except OSError as exc:
@@ -94,7 +108,8 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     previous = records.read_run_files(run_dir)
     created = records.missing_dirs(state_dir(run_dir))
     try:
-        script_path = records.write_run_files(run_dir, spec_yaml(spec), script)
+        script_path = records.write_run_files(run_dir, spec_yaml(spec), script,
+                                              keep_mode=allow_shared_dir)
     except OSError as exc:
         records.undo_run_files(run_dir, previous, created)
         raise SubmitError(f"run_dir: cannot write the job files into {str(run_dir)!r} "
@@ -109,7 +124,8 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
                           "with the same spec and --set options prints the script)") from None
     rec = records.JobRecord(job_id, spec.name, str(run_dir), records.now())
     records.record_submission(rec, script, spec_yaml(spec))
-    return SubmitResult(job_id, run_dir, script, script_path, name=spec.name)
+    return SubmitResult(job_id, run_dir, script, script_path, name=spec.name,
+                        env=shown_env(spec.env))
 
 
 def check_run_dir(run_dir: Path) -> None:
@@ -261,26 +277,72 @@ def log_path(job_id: str, *, client: SlurmClient | None = None) -> Path:
                           "Slurm (finished jobs are forgotten after MinJobAge); no log to show")
 
 
+#: ``hpcflow logs`` prints at most the last 16 MiB of a log (``less`` the file for more).
+LOG_TAIL_BYTES = 16 * 1024 * 1024
+#: ``hpcflow logs -f`` reads at most this much per read, so memory stays bounded.
+FOLLOW_CHUNK_BYTES = 1024 * 1024
+
+
+def _log_problem(job_id: str, path: Path, exc: OSError) -> SlurmQueryError:
+    """The error of a log that cannot be read safely: missing, a symlink, a FIFO, a device."""
+    if isinstance(exc, FileNotFoundError):
+        return SlurmQueryError(f"job {job_id}: no log yet at {path} (is it still pending?)")
+    if isinstance(exc, fsutil.NotRegularFile) or exc.errno == errno.ELOOP:
+        what = "a symlink" if exc.errno == errno.ELOOP else "not a regular file"
+        return SlurmQueryError(f"job {job_id}: the log path {path} is {what}; hpcflow reads logs "
+                               "from regular files only (a FIFO or device would hang the reader)")
+    return SlurmQueryError(f"job {job_id}: cannot read the log {path} ({exc.strerror or exc})")
+
+
+def read_log(job_id: str, *, client: SlurmClient | None = None,
+             max_bytes: int = LOG_TAIL_BYTES) -> tuple[Path, str, int]:
+    """The job's log (:func:`log_path`): its path, the text of its last ``max_bytes`` and how
+    many bytes before them were left out (0: the whole log). Memory is bounded by
+    ``max_bytes``.
+
+    Raises:
+        SlurmQueryError: the job is unknown, its log is not there yet, or the log path is not a
+            regular file (the path of a job not in this user's index comes from ``scontrol``,
+            so its owner chooses it: a FIFO or ``/dev/zero`` is refused, never read).
+    """
+    path = log_path(job_id, client=client)
+    try:
+        raw, skipped = fsutil.read_tail(path, max_bytes)
+    except OSError as exc:
+        raise _log_problem(job_id, path, exc) from None
+    return path, raw.decode("utf-8", errors="replace"), skipped
+
+
 def follow_log(path: Path, job_id: str, *, client: SlurmClient | None = None,
                poll_s: float = 1.0, status_every_s: float = 5.0) -> Iterator[str]:
     """Yield the log's text as it grows, until the job has finished and the log is drained.
 
     A requeued job keeps appending to the same log (``--open-mode=append``), so following
     goes on across requeues. Waits for a log that does not exist yet (job still pending). Ends
-    (after draining the log) when the job is held: it will not run until it is released.
+    (after draining the log) when the job is held: it will not run until it is released. Reads
+    at most :data:`FOLLOW_CHUNK_BYTES` at a time, from a regular file only.
+
+    Raises:
+        SlurmQueryError: the log path is a symlink, a FIFO or a device (never read).
     """
     client = client or SlurmClient()
     offset = 0
     next_check = 0.0
     finished = False
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     while True:
         try:
-            with path.open("r", encoding="utf-8", errors="replace") as fh:
-                fh.seek(offset)
-                chunk = fh.read()
-                offset = fh.tell()
+            fd = fsutil.open_regular(path)
         except FileNotFoundError:
             chunk = ""
+        except OSError as exc:
+            raise _log_problem(job_id, path, exc) from None
+        else:
+            with os.fdopen(fd, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read(FOLLOW_CHUNK_BYTES)
+                offset = fh.tell()
+            chunk = decoder.decode(data)
         if chunk:
             yield chunk
             continue

@@ -16,12 +16,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcflow import fsutil
 from hpcflow import protocol as P
 
 #: Most traceback lines the report keeps: the last ones (where the error was raised).
 TRACEBACK_LINES = 30
 #: Most characters the report keeps of them, also from the end.
 TRACEBACK_CHARS = 4000
+#: The most of one traceback record that is read (a real one is a few KiB); a longer one is
+#: not JSON once cut, so it is skipped.
+RECORD_MAX_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,8 @@ def read_step_error(run_dir: Path, folder: str, try_: int,
         if not path.stem.isdigit():
             continue
         try:
-            doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            doc = json.loads(fsutil.read_capped(path, RECORD_MAX_BYTES).decode(
+                "utf-8", errors="replace"))
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get("traceback"), str):

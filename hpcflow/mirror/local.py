@@ -207,9 +207,6 @@ def hash_file(path: Path, part_bytes: int, multipart: bool) -> FileHash:
 
 
 def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of ``path`` (read in 1 MiB chunks)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_READ_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """Hex SHA-256 of ``path`` (read in 1 MiB chunks): the one the commit records use,
+    :func:`hpcflow.runtime.commit.sha256_file`."""
+    return ckpt_dirs.sha256_file(path)

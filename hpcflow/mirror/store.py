@@ -33,6 +33,9 @@ from hpcflow.spec.s3uri import S3Uri
 
 RECORD_NAME = "hpcflow-mirror.json"
 RECORD_FORMAT = "hpcflow-s3-mirror/1"
+#: The most of a mirror record object that is read: 32 MiB, far above a real one (one line per
+#: file of a checkpoint), so an object planted under the prefix cannot fill memory.
+RECORD_MAX_BYTES = 32 * 1024 * 1024
 MiB = 1024 * 1024
 
 
@@ -203,11 +206,16 @@ def _unit_of(key: str, uri: S3Uri) -> str | None:
 
 
 def read_record(client: Any, uri: S3Uri, name: str) -> dict[str, Any] | None:
-    """The record of unit ``name`` if it exists and is well formed, else ``None``."""
+    """The record of unit ``name`` if it exists and is well formed, else ``None`` (also for a
+    record object larger than :data:`RECORD_MAX_BYTES`, which is not read past that)."""
     from botocore.exceptions import ClientError
 
     try:
-        body = client.get_object(Bucket=uri.bucket, Key=uri.key(name, RECORD_NAME))["Body"].read()
+        stream = client.get_object(Bucket=uri.bucket, Key=uri.key(name, RECORD_NAME))["Body"]
+        body = stream.read(RECORD_MAX_BYTES + 1)  # a record is KiBs; never read a huge object
+        stream.close()
+        if len(body) > RECORD_MAX_BYTES:
+            return None
         record = json.loads(body)
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):

@@ -118,6 +118,13 @@ class CheckpointManager(AsyncSaves):
         steps = self.committed_steps()
         return steps[-1] if steps else None
 
+    def latest_verified(self, on_ignored: Callable[[str], None] | None = None) -> int | None:
+        """The highest committed step whose files match their recorded SHA-256; a newer one that
+        does not match is passed over, and ``on_ignored`` told why
+        (:func:`hpcflow.runtime.commit.latest_verified`). Local read of the whole chosen
+        checkpoint: call it on rank 0 and broadcast the result."""
+        return ckpt_dirs.latest_verified(self.root, on_ignored)
+
     def clean_partial(self) -> list[Path]:
         """Wait for a save in flight, then rank 0 removes partial directories (``step_<N>.tmp/``,
         ``step_<N>/`` without a record). Call at start, before anything is loaded or saved:

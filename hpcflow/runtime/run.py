@@ -206,7 +206,11 @@ class Run(Leaving):
             return 0
         for path in self.ckpt.clean_partial():
             log(self.env, f"removed partial checkpoint {path}")
-        latest = hdist.broadcast_object(self.ckpt.latest_committed())
+        # Rank 0 checks every file's SHA-256 before anything is loaded (one read of the
+        # checkpoint); a checkpoint whose bytes changed is passed over for the previous one.
+        latest = hdist.broadcast_object(
+            self.ckpt.latest_verified(lambda why: log(self.env, why)) if self.env.is_rank0
+            else None)
         if latest is None:
             self._last_boundary = time.monotonic()
             return 0

@@ -256,7 +256,9 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "files": _FILES,
         "exit_preempted": protocol.EXIT_PREEMPTED,
         "signal_lead_s": spec.preemption.signal_lead_s,
-        "env": sorted(spec.env.items()),
+        # (name, literal value, None) or (name, "", path of a value read at run time)
+        "env": [(k, v, None) if isinstance(v, str) else (k, "", v.from_file)
+                for k, v in sorted(spec.env.items())],
         "network_preset": network_preset(spec),
         "instance_type": spec.network.instance_type if spec.network else "",
         "nodes": spec.nodes,

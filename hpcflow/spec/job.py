@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from hpcflow.spec.envvalues import EnvFromFile, EnvValue  # noqa: F401 - EnvFromFile re-exported
 from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_LEAD_S re-exported
     _CONTROL_RE,
     _NAME_RE,
@@ -111,14 +112,17 @@ class JobSpec(_Model):
                      "folder (with --set: to the current folder)."),
     )
     program: ProgramSpec = Field(description='The program every rank runs.')
-    env: dict[EnvName, Text] = Field(
+    env: dict[EnvName, EnvValue] = Field(
         json_schema_extra={"limits": (
             "names: [A-Za-z_][A-Za-z0-9_]*, not Slurm's own (SLURM_JOB_*, SLURM_ARRAY_*, "
             "SLURM_RESTART_COUNT, SBATCH_*, ...), bash's read-only or special ones (UID, IFS, ...), "
-            f"nor HPCFLOW_*/hpcflow_*; values: at most {MAX_TEXT_CHARS} characters, no NUL"
+            f"nor HPCFLOW_*/hpcflow_*; values: at most {MAX_TEXT_CHARS} characters, no NUL, or "
+            "{from_file: PATH} with an absolute or ~/ path"
         )},
         default={},
-        description="Extra environment variables for the program; values are passed literally.",
+        description=("Extra environment variables for the program; values are passed literally, "
+                     "or read at run time from a file ({from_file: ~/.wandb_key}: never written "
+                     "by hpcflow; see 'Where env values are written')."),
     )
     launcher: Literal["srun", "torchrun"] = Field(
         default="srun",
@@ -285,10 +289,11 @@ class JobSpec(_Model):
         if spare and self.nodes + spare > MAX_NODES:
             problems.append(("resilience.spare_nodes", spare,
                              f"nodes + spare_nodes must be at most {MAX_NODES}"))
-        if "NCCL_SOCKET_IFNAME" in self.env:
+        if isinstance(self.env.get("NCCL_SOCKET_IFNAME"), str):
             from hpcflow.nccl.checks import check_socket_ifname
 
-            check = check_socket_ifname(self.env, _TYPICAL_INTERFACES)
+            literal = {k: v for k, v in self.env.items() if isinstance(v, str)}
+            check = check_socket_ifname(literal, _TYPICAL_INTERFACES)
             if check.level == "fail" and "lets NCCL use" in check.message:
                 problems.append(("env.NCCL_SOCKET_IFNAME", self.env["NCCL_SOCKET_IFNAME"],
                                  f"{check.message}; {check.fix}"))

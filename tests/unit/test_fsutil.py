@@ -45,3 +45,33 @@ def test_a_failed_write_keeps_the_old_file_and_no_temp(tmp_path):
 def test_a_missing_folder_is_an_oserror(tmp_path):
     with pytest.raises(FileNotFoundError):
         fsutil.write_atomic(tmp_path / "no" / "f", "x")
+
+
+def test_write_atomic_with_a_mode_ignores_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        fsutil.write_atomic(tmp_path / "secret", "x", mode=0o600)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "secret").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda p: os.mkfifo(p), id="fifo"),
+    pytest.param(lambda p: p.symlink_to("/dev/zero"), id="link-to-device"),
+    pytest.param(lambda p: p.mkdir(), id="folder"),
+])
+def test_bounded_reads_refuse_what_is_not_a_regular_file_without_blocking(tmp_path, make):
+    path = tmp_path / "f"
+    make(path)
+    with pytest.raises(OSError):
+        fsutil.read_tail(path, 10)
+    with pytest.raises(OSError):
+        fsutil.read_capped(path, 10)
+
+
+def test_read_tail_keeps_the_end_and_says_how_much_was_left_out(tmp_path):
+    (tmp_path / "f").write_bytes(b"0123456789")
+    assert fsutil.read_tail(tmp_path / "f", 4) == (b"6789", 6)
+    assert fsutil.read_tail(tmp_path / "f", 40) == (b"0123456789", 0)
+    assert fsutil.read_capped(tmp_path / "f", 3) == b"012"

@@ -234,3 +234,20 @@ def test_a_bucket_that_refuses_writes_warns_and_the_mirror_goes_on(tmp_path, s3,
     assert "testing" not in stderr  # no key in the log
     assert store.list_mirrors(client, uri)[0] == []
     assert ckpt_dirs.scan(root).committed == [1, 2]
+
+
+def test_a_record_larger_than_the_cap_is_not_read(tmp_path, s3, monkeypatch):
+    """Whoever can write the prefix could plant a huge record object: it is read only up to the
+    cap and then ignored, never loaded whole into memory."""
+    client, uri = s3
+    root = tmp_path / "ckpt"
+    commit_fake(root, 2, {"__0_0.distcp": 100})
+    m = mirror_of(root, s3, tmp_path / "events.jsonl")
+    assert m.mirror(m.pending()) is True
+    assert store.read_record(client, uri, "step_2") is not None
+    key = uri.key("step_2", store.RECORD_NAME)
+    body = client.get_object(Bucket=uri.bucket, Key=key)["Body"].read()
+    monkeypatch.setattr(store, "RECORD_MAX_BYTES", len(body) - 1)
+    assert store.read_record(client, uri, "step_2") is None
+    monkeypatch.setattr(store, "RECORD_MAX_BYTES", len(body))
+    assert store.read_record(client, uri, "step_2") is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -32,10 +33,13 @@ def test_commit_renames_tmp_and_records_files_with_sizes(tmp_path):
     record = json.loads((final / ckpt_dirs.COMMIT_NAME).read_text())
     assert record["step"] == 5 and record["world_size"] == 2
     assert record["extra"] == {"mesh": [1, 2, 1]}
+    sha = {name: hashlib.sha256(data).hexdigest()
+           for name, data in {".metadata": b"meta", "__0_0.distcp": b"shard0",
+                              "__1_0.distcp": b"shard-1"}.items()}
     assert record["files"] == [
-        {"path": ".metadata", "size_bytes": 4},
-        {"path": "__0_0.distcp", "size_bytes": 6},
-        {"path": "__1_0.distcp", "size_bytes": 7},
+        {"path": ".metadata", "size_bytes": 4, "sha256": sha[".metadata"]},
+        {"path": "__0_0.distcp", "size_bytes": 6, "sha256": sha["__0_0.distcp"]},
+        {"path": "__1_0.distcp", "size_bytes": 7, "sha256": sha["__1_0.distcp"]},
     ]
     assert "python" in record["versions"]
     assert ckpt_dirs.read_commit_record(final) == record

@@ -147,3 +147,22 @@ def test_a_stop_without_a_checkpoint_dir_is_an_error(tmp_path):
 def test_state_the_api_cannot_save_is_refused_before_anything_runs(tmp_path, state, error, words):
     with Run.from_env(environ(tmp_path)) as run, pytest.raises(error, match=re.escape(words)):
         run.restore(state)
+
+
+def test_restore_passes_over_a_checkpoint_whose_bytes_changed(tmp_path, capsys):
+    env = environ(tmp_path)
+    with Run.from_env(env) as run:
+        state = make_state()
+        run.restore(state)
+        for step in range(1, 5):
+            train(state, step)
+            run.step_done(step, state, {"loss": 1.0})
+    shard = next(p for p in (tmp_path / "ckpt" / "step_4").iterdir() if p.suffix == ".distcp")
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte, same size
+    shard.write_bytes(bytes(data))
+    capsys.readouterr()
+    with Run.from_env(env) as run:
+        assert run.restore(make_state(seed=1)) == 2
+    err = capsys.readouterr().err
+    assert "step_4 is ignored" in err and shard.name in err

@@ -24,6 +24,34 @@ comment). The limits column says what each field allows; `tasks_per_node` must e
 `gpus_per_node` when GPUs are given.
 
 This page is generated from the model (`hpcflow.spec.job.JobSpec`).
+
+## Where env values are written
+
+- A literal value (`env: {{MODE: fast}}`) is written into `job.yaml` (the resolved spec, mode
+  0600) and `job.sbatch` (the batch script, mode 0700), both in the run directory (mode 0700, as
+  is its `.hpcflow/`), whatever the umask; `--dry-run` prints it. Slurm keeps a copy of the
+  batch script (scontrol(1), `write batch_script`: the job's owner and Slurm's
+  administrators can read it back), and the job's processes see it in their environment.
+- A value read from a file (`env: {{WANDB_API_KEY: {{from_file: ~/.wandb_key}}}}`) is written
+  nowhere by hpcflow: `job.yaml`, `job.sbatch` and `--dry-run` hold the file's path (`~`
+  expanded at submit), and `--dry-run --json` lists it under `env` as
+  `****** (read at run time from PATH)`. The batch script reads
+  the file when the job starts, on its first node, with trailing newlines dropped, and exports
+  it to the job's processes. A missing, unreadable or non-regular file stops the job with exit 1
+  and the log line `env.NAME: cannot read PATH ...` before the program starts. Keep the file
+  mode 0600.
+
+## Who can write the run directory
+
+`submit` and `submit --dry-run` refuse (exit 3) a `run_dir` or `checkpoint.dir` that exists and
+is not yours, or whose existing folders (itself or a parent) are owned by someone other than you
+or root, or are writable by others or by a group other than your private one (the group named
+after you, with no other member) without the sticky bit (`/tmp` is fine): whoever can
+write there can plant a checkpoint, which runs code as you when it is loaded, or swap the ledger
+for a symlink. `--allow-shared-dir` accepts such a folder (a shared project folder) and leaves an
+existing run directory's mode alone. A `.hpcflow/`, ledger, `submissions.jsonl`, `job.yaml` or
+`job.sbatch` that is a symlink, not yours, or not a folder / regular file, or a `.hpcflow/` that
+anyone can write, is refused even then.
 """
 
 
