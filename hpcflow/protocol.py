@@ -91,6 +91,28 @@ REASON_PROGRAM_ERROR = "program_error"
 #: Job-end reason: the step failed and ``resilience.max_failures`` restarts were used.
 REASON_FAILURE_LIMIT = "failure_limit"
 
+# ---- The network NCCL chose (docs/protocol.md, "The network check").
+#: The instance type of the job's nodes (the spec's ``network.instance_type``).
+ENV_NETWORK_INSTANCE_TYPE = "HPCFLOW_NETWORK_INSTANCE_TYPE"
+#: EFA interfaces an instance of that type has (``NetworkInfo.EfaInfo.MaximumEfaInterfaces``);
+#: set only when the type has EFA: then NCCL is expected to run over it.
+ENV_EFA_EXPECTED = "HPCFLOW_EFA_EXPECTED"
+#: ``1``: a job on an EFA instance whose NCCL falls back to TCP sockets stops at once
+#: (``network.require_efa``); ``0``: it only records the ``network`` event.
+ENV_REQUIRE_EFA = "HPCFLOW_REQUIRE_EFA"
+#: Ledger event rank 0 appends after the first collective on an EFA instance: ``transport``
+#: (``efa``, ``socket``, ``other``, ``unknown``), ``net``, ``provider``, ``plugin_version``,
+#: ``nics``, ``bootstrap_if``, ``instance_type``, ``expected_nics``, ``required``, ``summary``,
+#: ``problems`` and ``ranks`` (per rank: ``transport``).
+EVENT_NETWORK = "network"
+#: Exit status of every rank after NCCL fell back to TCP sockets on an EFA instance with
+#: ``network.require_efa``: ``EX_CONFIG`` (sysexits.h, "configuration error"), distinct from
+#: the preemption status and from a program's own error.
+EXIT_NETWORK_FALLBACK = 78
+#: The exit-record reason of those ranks begins with this word (then ``: <summary>``), and it
+#: is the job-end reason the batch script writes for them.
+REASON_NETWORK_FALLBACK = "network_fallback"
+
 # ---- The run directory's state folder.
 STATE_DIR = ".hpcflow"
 LEDGER_FILE = "events.jsonl"
@@ -129,6 +151,7 @@ ENDING_NODE_EXCLUDED = "node_excluded"
 ENDING_CANCELLED = "cancelled"
 ENDING_HELD = "held"
 ENDING_NOT_REQUEUED = "not_requeued"
+ENDING_NETWORK_FALLBACK = "network_fallback"
 #: kind -> what it means, in the words ``status`` and ``report`` print.
 ENDING_KINDS: dict[str, str] = {
     ENDING_COMPLETED: "completed: every step trained and the program exited 0, or the final "
@@ -152,6 +175,9 @@ ENDING_KINDS: dict[str, str] = {
     ENDING_HELD: "held: Slurm will not start it until `scontrol release <id>`",
     ENDING_NOT_REQUEUED: "preempted but not requeued (no checkpoint committed, requeue disabled "
                          "or refused)",
+    ENDING_NETWORK_FALLBACK: "network fallback: NCCL chose TCP sockets on an instance with EFA "
+                             "(network.require_efa); every rank stopped after the first "
+                             "collective",
 }
 #: job_end/requeue ``reason`` words the batch script writes -> ending kind.
 REASON_KIND: dict[str, str] = {
@@ -168,6 +194,7 @@ REASON_KIND: dict[str, str] = {
     "preempted_no_checkpoint": ENDING_NOT_REQUEUED,
     "requeue_failed": ENDING_NOT_REQUEUED,
     "requeue_disabled": ENDING_NOT_REQUEUED,
+    REASON_NETWORK_FALLBACK: ENDING_NETWORK_FALLBACK,
 }
 #: The warned preemptions: an attempt that ended so and lost no step is no failure.
 PREEMPTED_KINDS = (ENDING_PREEMPTED, ENDING_PREEMPTED_SPOT)
@@ -249,6 +276,13 @@ def exits_name(job_id: str, restart: int) -> str:
     ``<status> <unix time in ms> <reason>`` written by the runtime as the rank leaves its
     :class:`~hpcflow.runtime.run.Run`. A rank killed by a signal leaves no file."""
     return f"exits-{attempt_suffix(job_id, restart)}"
+
+
+def nccl_debug_name(job_id: str, restart: int, rank: int) -> str:
+    """File in the state folder where one rank's NCCL writes its ``NCCL_DEBUG=INFO`` lines
+    (``nccl-<job>-<restart>-<rank>.log``) when EFA is expected and the user set no
+    ``NCCL_DEBUG_FILE`` of their own; the runtime reads the network choice from it."""
+    return f"nccl-{attempt_suffix(job_id, restart)}-{int(rank)}.log"
 
 
 def done_name(job_id: str, restart: int) -> str:
