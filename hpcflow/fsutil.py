@@ -17,7 +17,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fsync_dir", "write_atomic", "write_json_atomic"]
+__all__ = ["append_jsonl", "fsync_dir", "write_atomic", "write_json_atomic"]
 
 
 def fsync_dir(directory: Path) -> None:
@@ -68,3 +68,24 @@ def write_json_atomic(path: Path, payload: Any, *, indent: int | None = 1,
         OSError: as :func:`write_atomic`.
     """
     write_atomic(path, json.dumps(payload, indent=indent, sort_keys=sort_keys) + "\n")
+
+
+def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
+    """Append one JSON line to ``path`` (a ledger), creating it and its parent as needed.
+
+    One ``write(2)`` on an ``O_APPEND`` descriptor, so lines of concurrent appenders (the batch
+    shell, the ranks, the watchers) do not interleave on a local file system (POSIX ``write``:
+    with ``O_APPEND`` the offset is set to the end and the write made in one step).
+
+    Raises:
+        TypeError: ``obj`` is not JSON-serializable (nothing is written).
+        OSError: the directory cannot be created or the file written.
+    """
+    line = (json.dumps(obj, sort_keys=True) + "\n").encode("utf-8")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)

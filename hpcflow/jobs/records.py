@@ -62,11 +62,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
-    """Append one JSON line (a single ``write`` of a short line, so concurrent appenders do not
-    interleave on a local filesystem)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(obj, sort_keys=True) + "\n")
+    """Append one JSON line: :func:`hpcflow.fsutil.append_jsonl` (one ``O_APPEND`` write)."""
+    fsutil.append_jsonl(path, obj)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
