@@ -39,6 +39,12 @@ TRANSPORT_UNKNOWN = "unknown"
 #: libfabric providers that carry the traffic over TCP/IP (libfabric fi_provider(7)).
 TCP_PROVIDERS = frozenset({"tcp", "sockets", "udp"})
 
+#: What to do about a fall back to sockets, in the words status, report and the rank's log print.
+FALLBACK_FIX = ("put the aws-ofi-nccl plugin on the loader's path (bootstrap step 20-nccl does, "
+                "through /etc/ld.so.conf.d; or LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib), check "
+                "that `fi_info -p efa` lists devices and run `hpcflow doctor` on the node; "
+                "network.require_efa: false lets the job train over sockets")
+
 _INFO = re.compile(r"NCCL INFO (?P<msg>.*?)\s*$")
 _USING = re.compile(r"^Using network (?P<net>.+)$")
 _LOADED = re.compile(r"^NET/Plugin\s*:\s*Loaded net plugin (?P<name>.+?) \(v\d+\)")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow import protocol as P
+from hpcflow.nccl.netlog import FALLBACK_FIX as FIX
 from hpcflow.nccl.netlog import (
     TRANSPORT_EFA,
     TRANSPORT_SOCKET,
@@ -39,11 +40,7 @@ from hpcflow.nccl.netlog import (
 
 #: Most bytes of a rank's NCCL log read (the INIT,NET lines of one start fit in a few KiB).
 LOG_READ_MAX = 1 << 20
-#: What to do about a fall back, in the words status, report and the rank's log print.
-FIX = ("put the aws-ofi-nccl plugin on the loader's path (bootstrap step 20-nccl does, "
-       "through /etc/ld.so.conf.d; or LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib), check "
-       "`fi_info -p efa` lists devices and run `hpcflow doctor` on the node; "
-       "network.require_efa: false lets the job train over sockets")
+
 
 
 @dataclass(frozen=True)
