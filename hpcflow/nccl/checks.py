@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 
 from hpcflow.doctor.result import CheckResult, fail, ok, warn
+from hpcflow.nccl.netlog import describe, efa_problems, parse_nccl_info
 
 # Interfaces NCCL must not use between nodes: loopback and container/VM bridges.
 _BAD_IFACE = re.compile(r"^(lo|docker\d*|br-.*|virbr\d*|veth.*|cni\d*|flannel.*|cali.*|podman\d*)$")
@@ -112,23 +113,38 @@ def check_plugin_path(env: Mapping[str, str],
     return ok("nccl-plugin", f"NCCL net plugin on LD_LIBRARY_PATH: {found[0]}")
 
 
-_USING = re.compile(r"NCCL INFO Using network (?P<net>.+?)\s*$", re.M)
-_OFI = re.compile(r"libfabric|ofi", re.I)
+def check_nccl_debug_output(text: str, efa_expected: bool | None = None) -> CheckResult:
+    """Read ``NCCL_DEBUG=INFO`` output (:func:`hpcflow.nccl.netlog.parse_nccl_info`) and judge the
+    transport NCCL chose.
 
-
-def check_nccl_debug_output(text: str) -> CheckResult:
-    """Read ``NCCL_DEBUG=INFO`` output: fail when NCCL chose its Socket transport over OFI/EFA."""
-    nets = [m.group("net") for m in _USING.finditer(text)]
-    if any(n.strip() == "Socket" for n in nets) or (not nets and "NET/Socket" in text
-                                                    and "NET/OFI" not in text):
-        return fail("nccl-transport", "NCCL used its Socket transport (NET/Socket): traffic went "
-                    "over TCP, not EFA; look for 'NET/OFI' errors just above in the log",
-                    "make sure the aws-ofi-nccl plugin is on LD_LIBRARY_PATH and `fi_info -p efa` "
-                    "lists devices; run `hpcflow doctor` on the node")
-    if any(_OFI.search(n) for n in nets):
-        return ok("nccl-transport", f"NCCL used network {nets[0]!r} (aws-ofi-nccl over libfabric)")
-    if nets:
-        return warn("nccl-transport", f"NCCL used network {nets[0]!r}, not the OFI plugin",
+    On an EFA instance (``efa_expected`` True, or None: not known, judged as if it were) each of
+    these is a FAIL: NCCL's Socket transport, aws-ofi-nccl on a TCP provider (``Selected Provider
+    is tcp``), a bootstrap on ``lo``, and "no plugin found". Without EFA (False) sockets pass.
+    """
+    choice = parse_nccl_info(text)
+    where = "on an EFA instance" if efa_expected else "(EFA assumed)"
+    if efa_expected is False:
+        if choice.transport == "unknown":
+            return warn("nccl-transport", "no 'Using network' line in the output (was "
+                        "NCCL_DEBUG=INFO set, and did NCCL initialise?)", "rerun with NCCL_DEBUG=INFO")
+        return ok("nccl-transport", f"NCCL used network {choice.net!r} (no EFA on this instance)")
+    problems = efa_problems(choice)
+    if not problems and choice.net is None and "NET/Socket" in text and "NET/OFI" not in text:
+        problems.append("NCCL set up its Socket transport (NET/Socket) and no OFI plugin")
+    if problems:
+        return fail("nccl-transport", f"traffic goes over TCP, not EFA {where}: "
+                    + "; ".join(problems) + "; look for 'NET/OFI' errors just above in the log",
+                    "make sure the aws-ofi-nccl plugin is on the loader's path (LD_LIBRARY_PATH or "
+                    "/etc/ld.so.conf.d + ldconfig), `fi_info -p efa` lists devices and "
+                    "NCCL_SOCKET_IFNAME excludes lo; run `hpcflow doctor` on the node")
+    if choice.transport == "efa":
+        return ok("nccl-transport", describe(choice))
+    if choice.transport == "ofi":
+        return warn("nccl-transport", f"NCCL used network {choice.net!r}, but the libfabric "
+                    "provider is not in the output", "rerun with NCCL_DEBUG=INFO "
+                    "NCCL_DEBUG_SUBSYS=INIT,NET and look for 'Selected Provider is efa'")
+    if choice.net is not None:
+        return warn("nccl-transport", f"NCCL used network {choice.net!r}, not the OFI plugin",
                     "on EFA nodes load aws-ofi-nccl (LD_LIBRARY_PATH)")
     return warn("nccl-transport", "no 'Using network' line in the output (was NCCL_DEBUG=INFO "
                 "set, and did NCCL initialise?)", "rerun with NCCL_DEBUG=INFO")
