@@ -24,8 +24,8 @@ from hpcflow.command import evidence, run_command
 from hpcflow.doctor.result import CheckResult, fail, ok, warn
 from hpcflow.errors import SpecError, SubmitError
 from hpcflow.nccl.checks import check_nccl_debug_output
-from hpcflow.nccl.presets import node_facts
 from hpcflow.nccl.nccltests import NcclTestsResult, parse_nccl_tests
+from hpcflow.nccl.presets import node_facts
 
 LINE_RATE_GBPS: dict[str, int] = {
     "p4d.24xlarge": 400, "p4de.24xlarge": 400, "p5.48xlarge": 3200, "p5e.48xlarge": 3200,

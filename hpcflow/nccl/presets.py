@@ -15,7 +15,7 @@ commit e0a65432), the plugin's own guidance on which variables each version need
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 SOURCES: dict[str, str] = {
@@ -23,6 +23,11 @@ SOURCES: dict[str, str] = {
                       "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md",
     "efa-types": "AWS EFA user guide, Supported instance types (GPUDirect RDMA), "
                  "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html",
+    "efa-cheatsheet": "aws-samples/awsome-distributed-training 1.architectures/efa-cheatsheet.md "
+                      "(EFA Cheatsheet, section 1; commit 0610db06)",
+    "nccl-env": "NCCL user guide, Environment Variables, NCCL_NET_GDR_LEVEL (LOC: never use "
+                "GPUDirect RDMA), "
+                "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html",
 }
 
 # NVIDIA GPUs that take GPUDirect RDMA over EFA: the p4d/p4de (A100), p5 (H100), p5e/p5en (H200)
@@ -186,6 +191,50 @@ REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
           Requirement("efa-installer", "efa_installer", "1.29.0", "ofi-cheatsheet"))
     for fam in ("p5", "p5e", "p5en")
 }
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    """A user setting that works against NCCL over EFA, and where that is said."""
+
+    name: str
+    value: str
+    why: str
+    source: str
+
+    def line(self) -> str:
+        """``NAME=value: why (source)``."""
+        return f"{self.name}={self.value}: {self.why} ({SOURCES[self.source]})"
+
+
+# name -> (does the value contradict?, why, source key); checked on EFA GPU instances only.
+_CONTRADICTIONS: dict[str, tuple[Callable[[str, NodeFacts], bool], str, str]] = {
+    "RDMAV_FORK_SAFE": (lambda v, node: v.strip() not in ("", "0"),
+                        "an rdma-core variable the cheatsheet says not to use (it can break "
+                        "things on newer kernels; FI_EFA_FORK_SAFE is the EFA one)",
+                        "efa-cheatsheet"),
+    "NCCL_NET_GDR_LEVEL": (lambda v, node: node.rdma and v.strip().upper() in ("LOC", "0"),
+                           "LOC turns GPUDirect RDMA off on an instance whose GPUs use it over "
+                           "EFA", "nccl-env"),
+    "NCCL_SOCKET_NTHREADS": (lambda v, node: True, "a setting of NCCL's Socket transport: "
+                             "not applicable for EFA", "efa-cheatsheet"),
+    "NCCL_NSOCKS_PERTHREAD": (lambda v, node: True, "a setting of NCCL's Socket transport: "
+                              "not applicable for EFA", "efa-cheatsheet"),
+}
+
+
+def contradicting_settings(env: dict[str, str] | Mapping[str, str],
+                           node: NodeFacts | None) -> list[Contradiction]:
+    """The user's settings in ``env`` that work against NCCL over EFA on ``node`` (none off an
+    EFA GPU instance), each with its source. Pure."""
+    if node is None or not node.efa_gpu:
+        return []
+    out = []
+    for name, (contradicts, why, source) in _CONTRADICTIONS.items():
+        value = env.get(name)
+        if value is not None and contradicts(value, node):
+            out.append(Contradiction(name, value, why, source))
+    return out
 
 
 def family_of(instance_type: str) -> str:
