@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcflow import protocol as P
+import hpcflow.protocol as P
 from hpcflow.nccl.netlog import FALLBACK_FIX as FIX
 from hpcflow.nccl.netlog import (
     TRANSPORT_EFA,
