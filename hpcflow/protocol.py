@@ -311,6 +311,22 @@ def port_for_job_number(job_number: int) -> int:
     return PORT_BASE + job_number % PORT_SPAN
 
 
+def port_for_step(nodelist: str, step_id: str, launcher_port: str = "") -> int:
+    """The rendezvous port of a step whose ranks do not see ``SLURM_JOB_ID`` (some container
+    set-ups drop it): ``PORT_BASE + crc32(nodelist|step_id|launcher_port) % PORT_SPAN``.
+
+    Every rank of a step has the same node list, ``SLURM_STEP_ID`` and
+    ``SLURM_STEP_LAUNCHER_PORT`` (srun(1), OUTPUT ENVIRONMENT VARIABLES: the port of the srun
+    that launched it), so they all compute the same port; the launcher port tells apart two
+    steps with the same id on the same nodes. CRC-32 (zlib) is stable across Python runs,
+    unlike ``hash``.
+    """
+    import zlib
+
+    key = f"{nodelist}|{step_id}|{launcher_port}".encode()
+    return PORT_BASE + zlib.crc32(key) % PORT_SPAN
+
+
 def parse_parallelism(text: str) -> dict[str, int]:
     """``"dp,pp,tp"`` (:data:`ENV_PARALLELISM`) -> ``{"dp": .., "pp": .., "tp": ..}``.
 
