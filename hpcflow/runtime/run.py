@@ -178,6 +178,11 @@ class Run(Leaving):
             settings, nccl_log = nccl_log_settings(environ, config.run_dir, env.job_id,
                                                    env.restart_count, env.rank)
             os.environ.update(settings)
+            if nccl_log is not None and settings.get("NCCL_DEBUG_FILE"):
+                try:  # NCCL writes to stdout when it cannot open its file
+                    nccl_log.parent.mkdir(parents=True, exist_ok=True)
+                except OSError:
+                    pass
         if join_process_group:
             backend = hdist.init_distributed(env, timeout_s=timeout_s)
             if expect is not None:

@@ -164,3 +164,11 @@ def test_off_an_efa_instance_nothing_is_checked(tmp_path):
     out = run_rank(tmp_path, {P.ENV_EFA_EXPECTED: ""})
     assert out.returncode == 0, out.stderr
     assert _events(tmp_path) == []
+
+
+def test_no_nccl_log_records_unknown_and_trains(tmp_path):
+    out = run_rank(tmp_path, {})  # gloo: no NCCL writes the file
+    assert out.returncode == 0, out.stderr
+    [event] = _events(tmp_path)
+    assert (event["transport"], event["stopped"]) == ("unknown", False)
+    assert P.state_dir(tmp_path).is_dir()
