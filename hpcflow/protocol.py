@@ -94,6 +94,28 @@ REASON_PROGRAM_ERROR = "program_error"
 #: Job-end reason: the step failed and ``resilience.max_failures`` restarts were used.
 REASON_FAILURE_LIMIT = "failure_limit"
 
+# ---- The network NCCL chose (docs/protocol.md, "The network check").
+#: The instance type of the job's nodes (the spec's ``network.instance_type``).
+ENV_NETWORK_INSTANCE_TYPE = "HPCFLOW_NETWORK_INSTANCE_TYPE"
+#: EFA interfaces an instance of that type has (``NetworkInfo.EfaInfo.MaximumEfaInterfaces``);
+#: set only when the type has EFA: then NCCL is expected to run over it.
+ENV_EFA_EXPECTED = "HPCFLOW_EFA_EXPECTED"
+#: ``1``: a job on an EFA instance whose NCCL falls back to TCP sockets stops at once
+#: (``network.require_efa``); ``0``: it only records the ``network`` event.
+ENV_REQUIRE_EFA = "HPCFLOW_REQUIRE_EFA"
+#: Ledger event rank 0 appends after the first collective on an EFA instance: ``transport``
+#: (``efa``, ``socket``, ``other``, ``unknown``), ``net``, ``provider``, ``plugin_version``,
+#: ``nics``, ``bootstrap_if``, ``instance_type``, ``expected_nics``, ``required``, ``summary``,
+#: ``problems`` and ``ranks`` (per rank: ``transport``).
+EVENT_NETWORK = "network"
+#: Exit status of every rank after NCCL fell back to TCP sockets on an EFA instance with
+#: ``network.require_efa``: ``EX_CONFIG`` (sysexits.h, "configuration error"), distinct from
+#: the preemption status and from a program's own error.
+EXIT_NETWORK_FALLBACK = 78
+#: The exit-record reason of those ranks begins with this word (then ``: <summary>``), and it
+#: is the job-end reason the batch script writes for them.
+REASON_NETWORK_FALLBACK = "network_fallback"
+
 # ---- The run directory's state folder.
 STATE_DIR = ".hpcflow"
 LEDGER_FILE = "events.jsonl"
@@ -174,6 +196,7 @@ ENDING_HELD = "held"
 ENDING_NOT_REQUEUED = "not_requeued"
 ENDING_VERSION_SKEW = "version_skew"
 ENDING_SUPERVISOR_ERROR = "supervisor_error"
+ENDING_NETWORK_FALLBACK = "network_fallback"
 #: kind -> what it means, in the words ``status`` and ``report`` print.
 ENDING_KINDS: dict[str, str] = {
     ENDING_COMPLETED: "completed: every step trained and the program exited 0, or the final "
@@ -202,6 +225,9 @@ ENDING_KINDS: dict[str, str] = {
     ENDING_VERSION_SKEW: "version skew: the job was rendered by another hpcflow version; submit it "
                          "again",
     ENDING_SUPERVISOR_ERROR: "hpcflow's supervisor failed (a bug): the job ended without a decision",
+    ENDING_NETWORK_FALLBACK: "network fallback: NCCL chose TCP sockets on an instance with EFA "
+                             "(network.require_efa); every rank stopped after the first "
+                             "collective",
 }
 #: job_end/requeue ``reason`` words the batch script writes -> ending kind.
 REASON_KIND: dict[str, str] = {
@@ -221,6 +247,7 @@ REASON_KIND: dict[str, str] = {
     REASON_CANCELLED: ENDING_CANCELLED,
     REASON_VERSION_SKEW: ENDING_VERSION_SKEW,
     REASON_SUPERVISOR_ERROR: ENDING_SUPERVISOR_ERROR,
+    REASON_NETWORK_FALLBACK: ENDING_NETWORK_FALLBACK,
 }
 #: The warned preemptions: an attempt that ended so and lost no step is no failure.
 PREEMPTED_KINDS = (ENDING_PREEMPTED, ENDING_PREEMPTED_SPOT, ENDING_PREEMPTED_SLURM)
@@ -307,6 +334,13 @@ def exits_name(job_id: str, restart: int) -> str:
     return f"exits-{attempt_suffix(job_id, restart)}"
 
 
+def nccl_debug_name(job_id: str, restart: int, rank: int) -> str:
+    """File in the state folder where one rank's NCCL writes its ``NCCL_DEBUG=INFO`` lines
+    (``nccl-<job>-<restart>-<rank>.log``) when EFA is expected and the user set no
+    ``NCCL_DEBUG_FILE`` of their own; the runtime reads the network choice from it."""
+    return f"nccl-{attempt_suffix(job_id, restart)}-{int(rank)}.log"
+
+
 def done_name(job_id: str, restart: int) -> str:
     """File rank 0 writes once the final checkpoint is committed and every rank has finished
     training (``done-<job>-<restart>.json``, ``{"step": N, "time": T}``): with it, the batch
@@ -331,6 +365,22 @@ def port_for_job_number(job_number: int) -> int:
     computes the same one.
     """
     return PORT_BASE + job_number % PORT_SPAN
+
+
+def port_for_step(nodelist: str, step_id: str, launcher_port: str = "") -> int:
+    """The rendezvous port of a step whose ranks do not see ``SLURM_JOB_ID`` (some container
+    set-ups drop it): ``PORT_BASE + crc32(nodelist|step_id|launcher_port) % PORT_SPAN``.
+
+    Every rank of a step has the same node list, ``SLURM_STEP_ID`` and
+    ``SLURM_STEP_LAUNCHER_PORT`` (srun(1), OUTPUT ENVIRONMENT VARIABLES: the port of the srun
+    that launched it), so they all compute the same port; the launcher port tells apart two
+    steps with the same id on the same nodes. CRC-32 (zlib) is stable across Python runs,
+    unlike ``hash``.
+    """
+    import zlib
+
+    key = f"{nodelist}|{step_id}|{launcher_port}".encode()
+    return PORT_BASE + zlib.crc32(key) % PORT_SPAN
 
 
 def parse_parallelism(text: str) -> dict[str, int]:

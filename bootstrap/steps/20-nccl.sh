@@ -4,7 +4,10 @@
 # The plugin the EFA installer ships (PREFIX/opt/amazon/ofi-nccl/lib[/<triplet>]) is used where
 # present; otherwise the pinned aws-ofi-nccl is built against the installer's libfabric. NCCL
 # itself is built pinned, for the CUDA architectures of this node's GPUs (nvidia-smi compute_cap),
-# into PREFIX/opt/hpcflow/nccl/<version>.
+# into PREFIX/opt/hpcflow/nccl/<version>. The plugin's directory is recorded in
+# PREFIX/var/lib/hpcflow/bootstrap/ofi-nccl.dir (read by the batch script of a job on an EFA
+# instance) and named in PREFIX/etc/ld.so.conf.d/hpcflow-aws-ofi-nccl.conf, then ldconfig runs
+# (not under a sandbox root), so NCCL's loader finds it.
 #
 # Usage: 20-nccl.sh [--prefix DIR] [--dry-run] [--log-file FILE]
 # Environment (wins over the pinned defaults):
@@ -128,12 +131,46 @@ plugin() {
   say "aws-ofi-nccl: built ${OFI_NCCL_VERSION} into ${dest}"
 }
 
+# register_with_loader: name the recorded plugin directory in
+# PREFIX/etc/ld.so.conf.d/hpcflow-aws-ofi-nccl.conf and run ldconfig, so that NCCL's dlopen of
+# libnccl-net.so finds it without LD_LIBRARY_PATH (ld.so(8): the cache ldconfig builds from
+# /etc/ld.so.conf and its include of ld.so.conf.d/*.conf). Under a sandbox root (--prefix) the
+# file is written but ldconfig is not run: it would rebuild the host's cache.
+register_with_loader() {
+  local dir conf="${PREFIX}/etc/ld.so.conf.d/hpcflow-aws-ofi-nccl.conf"
+  dir="$(head -n 1 "${STATE_DIR}/ofi-nccl.dir" 2>/dev/null || true)"
+  if [[ -z "${dir}" ]]; then
+    ((DRY_RUN)) && printf 'would write: %s (the plugin directory, once known)\n' "${conf}"
+    return 0
+  fi
+  if [[ "$(cat "${conf}" 2>/dev/null)" == "${dir}" ]]; then
+    say "loader: ${dir} already in ${conf}, nothing to do"
+    return 0
+  fi
+  if ((DRY_RUN)); then
+    printf 'would write: %s (%s)\n' "${conf}" "${dir}"
+    printf 'would run: ldconfig\n'
+    return 0
+  fi
+  mkdir -p "$(dirname "${conf}")"
+  printf '%s\n' "${dir}" >"${conf}.tmp"
+  mv -f "${conf}.tmp" "${conf}"
+  if [[ -z "${PREFIX}" ]]; then
+    need_cmd ldconfig
+    run ldconfig
+    say "loader: ${dir} registered in ${conf} (ldconfig run)"
+  else
+    say "loader: ${dir} registered in ${conf} (sandbox root: ldconfig not run)"
+  fi
+}
+
 main() {
   parse_common_args "$@"
   WORK="$(mktemp -d)"
   trap 'rm -rf "${WORK}"' EXIT
   build_nccl
   plugin
+  register_with_loader
 }
 
 if [[ "${BASH_SOURCE[0]}" == "${0}" ]]; then

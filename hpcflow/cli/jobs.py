@@ -90,6 +90,8 @@ def status(job_id: str | None, as_json: bool) -> None:
         emit_json(st.to_dict())
     else:
         print_table(None, COLUMNS, _status_rows([st]))
+        if st.network:
+            click.echo(f"network: {st.network}")
 
 
 @click.command("list", cls=JsonCommand)

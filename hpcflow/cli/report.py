@@ -74,6 +74,9 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     for f in rep.failures:
         if f.error:
             click.echo(f"attempt {f.attempt}, {f.kind}: " + "\n".join(error_lines(f.error)))
+    for a in rep.attempts:
+        if a.network:
+            click.echo(f"attempt {a.restart + 1} network: {a.network}")
     for n in notices:
         click.echo(n.line())
     if mirror is not None:

@@ -29,8 +29,8 @@ import re
 
 from hpcflow.doctor.probe import Probe
 from hpcflow.doctor.result import CheckResult, fail, ok, warn
-from hpcflow.nccl.checks import check_plugin_path, check_socket_ifname
-from hpcflow.nccl.presets import Versions, preset_env
+from hpcflow.nccl.checks import check_plugin_path, check_socket_ifname, loader_conf_dirs
+from hpcflow.nccl.presets import Versions, contradicting_settings, node_facts, preset_env
 
 _HEALTH_ENV = "/etc/hpcflow/health.env"
 _EFA_PACKAGES = "/opt/amazon/efa_installed_packages"
@@ -147,8 +147,11 @@ def check_nccl(versions: Versions, lib: str | None) -> CheckResult:
     return ok("nccl", f"NCCL {versions.nccl} ({lib})")
 
 
-def check_plugin(probe: Probe, versions: Versions) -> CheckResult:
-    result = check_plugin_path(probe.env, probe.listdir)
+def check_plugin(probe: Probe, versions: Versions, itype: str | None = None) -> CheckResult:
+    """Where NCCL's loader finds the net plugin: LD_LIBRARY_PATH, then ld.so.conf.d."""
+    node = node_facts(itype) if itype else None
+    result = check_plugin_path(probe.env, probe.listdir, loader_conf_dirs(probe.read, probe.glob),
+                               efa_expected=node.efa_gpu if node else None)
     if result.level == "pass":
         ver = versions.ofi_nccl or "version unknown"
         return ok(result.name, f"{result.message} (aws-ofi-nccl {ver})")
@@ -156,24 +159,37 @@ def check_plugin(probe: Probe, versions: Versions) -> CheckResult:
 
 
 def check_preset(probe: Probe, itype: str | None, versions: Versions) -> CheckResult:
+    """The preset in force, settings that contradict it (with their source), and legacy values
+    no longer needed; no verdict on versions when the aws-ofi-nccl version is unknown."""
     if not itype:
         return warn("env-preset", "instance type unknown: no preset chosen", "pass --instance-type")
     preset = preset_env(itype, versions)
     env = probe.env
     missing = {k: v for k, v in preset.env.items() if env.get(k) != v}
-    stale = sorted(k for k in _LEGACY if k in env and k not in preset.env)
+    contradictions = contradicting_settings(env, node_facts(itype))
+    legacy = sorted(k for k in _LEGACY if k in env and k not in preset.env)
+    known = versions.ofi_nccl is not None
+    stale = legacy if known else []
     ib = sorted(k for k in env if k.startswith("NCCL_IB_"))
-    notes = "; ".join(preset.notes)
+    notes = list(preset.notes)
+    if legacy and not known:
+        notes.append(f"{', '.join(legacy)} set; whether they are needed depends on the "
+                     "aws-ofi-nccl version, which is unknown")
+    shown_notes = "; ".join(notes)
     if missing:
         return warn("env-preset", f"preset for {itype} not in force: "
                     + ", ".join(f"{k}={env.get(k, '<unset>')}" for k in missing),
                     "export " + " ".join(f"{k}={v}" for k, v in missing.items()))
+    if contradictions:
+        return warn("env-preset", "settings that work against NCCL over EFA on "
+                    f"{itype}: " + "; ".join(c.line() for c in contradictions),
+                    "unset " + " ".join(c.name for c in contradictions))
     if stale or ib:
         return warn("env-preset", f"set but not needed with these versions: {', '.join(stale + ib)}"
                     + (" (NCCL_IB_* are for InfiniBand, not EFA)" if ib else ""),
                     "unset " + " ".join(stale + ib))
     shown = ", ".join(f"{k}={v}" for k, v in preset.env.items()) or "nothing to set"
-    return ok("env-preset", f"{itype}: {shown}" + (f" ({notes})" if notes else ""))
+    return ok("env-preset", f"{itype}: {shown}" + (f" ({shown_notes})" if shown_notes else ""))
 
 
 def check_ifname(probe: Probe) -> CheckResult:
@@ -292,7 +308,7 @@ def run_all(probe: Probe, *, instance: str | None = None, shared_dir: str = "/fs
     versions, lib = library_versions(probe)
     slurm, config = check_slurm(probe)
     return [check_instance(itype, where), check_gpus(probe, itype), check_efa(probe, itype),
-            check_nccl(versions, lib), check_plugin(probe, versions),
+            check_nccl(versions, lib), check_plugin(probe, versions, itype),
             check_preset(probe, itype, versions), check_ifname(probe), slurm,
             check_preempt_signal(config), check_requeue(config),
             *check_shared_fs(probe, shared_dir, checkpoint_dir)]

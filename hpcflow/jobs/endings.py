@@ -125,11 +125,14 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
     last_step_end: Mapping[str, Any] | None = None
     spot: Mapping[str, Any] | None = None
     signal: Mapping[str, Any] | None = None
+    network: Mapping[str, Any] | None = None
     ending: tuple[str, str] | None = None
     for ev in events:
         kind = ev.get("event")
         if kind == "attempt_start":
-            last_step_end, ending, spot, signal = None, None, None, None
+            last_step_end, ending, spot, signal, network = None, None, None, None, None
+        elif kind == P.EVENT_NETWORK:
+            network = ev
         elif kind == "step_end":
             last_step_end = ev
         elif kind == P.EVENT_SPOT_NOTICE:
@@ -161,7 +164,44 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
                 elif signal and signal.get("source") == P.SOURCE_SLURM_PREEMPT:
                     ending_kind = P.SLURM_PREEMPT_KIND.get(ending_kind, ending_kind)
             ending = (ending_kind, detail)
+            if reason == P.REASON_NETWORK_FALLBACK or (
+                    reason in _FAILED_REASONS and _stopped_on_network(network, last_step_end)):
+                ending = (P.ENDING_NETWORK_FALLBACK, network_fallback_detail(network))
     return ending
+
+
+#: job_end reasons of a failed step that a network fall back may be behind.
+_FAILED_REASONS = ("failed", P.REASON_PROGRAM_ERROR, P.REASON_FAILURE_LIMIT)
+
+
+def _stopped_on_network(network: Mapping[str, Any] | None,
+                        step_end: Mapping[str, Any] | None) -> bool:
+    """The attempt's ranks stopped on a fall back: its ``network`` event says so, or the first
+    failing rank left with :data:`hpcflow.protocol.EXIT_NETWORK_FALLBACK` and its reason."""
+    if network is not None and network.get("stopped") is True:
+        return True
+    first = (step_end or {}).get("first_failure")
+    return isinstance(first, Mapping) and first.get("rc") == P.EXIT_NETWORK_FALLBACK and \
+        str(first.get("reason", "")).startswith(P.REASON_NETWORK_FALLBACK)
+
+
+def network_fallback_detail(network: Mapping[str, Any] | None) -> str:
+    """``NCCL over TCP sockets: EFA expected on p5.48xlarge; <what showed it>; fix: ...`` from
+    the attempt's ``network`` event (a generic line without one)."""
+    from hpcflow.nccl.netlog import FALLBACK_FIX as FIX
+
+    if not network:
+        return f"NCCL over TCP sockets on an instance with EFA; fix: {FIX}"
+    problems = [str(p) for p in network.get("problems") or []]
+    return "; ".join([str(network.get("summary") or "NCCL over TCP sockets"), *problems,
+                      f"fix: {network.get('fix') or FIX}"])
+
+
+def network_summary(events: Sequence[Mapping[str, Any]]) -> str:
+    """The last ``network`` event's summary (``NCCL over EFA (aws-ofi-nccl 1.9.1, 32 NICs)``),
+    or ``""`` when no attempt recorded one."""
+    last = [ev for ev in events if ev.get("event") == P.EVENT_NETWORK]
+    return str(last[-1].get("summary", "")) if last else ""
 
 
 def excluded_nodes(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

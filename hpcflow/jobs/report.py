@@ -61,6 +61,8 @@ class AttemptLedger:
             running.
         detail: what the ledger says about it (first failing rank, status...).
         lost_steps: steps trained in this attempt and trained again later (lost with it).
+        network: what NCCL ran over (the attempt's ``network`` event: ``NCCL over EFA
+            (aws-ofi-nccl 1.9.1, 32 NICs)``), or ``""`` when it recorded none.
     """
 
     restart: int
@@ -78,6 +80,7 @@ class AttemptLedger:
     ending: str = ""
     detail: str = ""
     lost_steps: int = 0
+    network: str = ""
     # From the log and the ledger, for the computation; not part of the report's JSON.
     step_times: dict[int, float] = field(default_factory=dict, repr=False)
     segments: list[dict[int, float]] = field(default_factory=list, repr=False)
@@ -205,8 +208,10 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
 
 
 def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> None:
-    """Set the attempt's end, outcome, ending and detail from its ledger events."""
-    from hpcflow.jobs.endings import ledger_ending
+    """Set the attempt's end, outcome, ending, detail and network from its ledger events."""
+    from hpcflow.jobs.endings import ledger_ending, network_summary
+
+    att.network = network_summary(att.events)
 
     ends = [e for e in att.events if e.get("event") in ("requeue", "job_end")]
     step_ends = [e for e in att.events if e.get("event") == "step_end"]

@@ -40,6 +40,8 @@ class JobStatus:
         ending: how the job ended, or how its last attempt ended while it is not finished
             (a kind of :data:`hpcflow.protocol.ENDING_KINDS`: ``completed``, ``preempted``,
             ``node_failure``, ``program_error``, ``held``...); ``""`` while nothing ended.
+        network: what NCCL ran over in the last attempt that recorded it (the ledger's
+            ``network`` event: ``NCCL over EFA (aws-ofi-nccl 1.9.1, 32 NICs)``), or ``""``.
     """
 
     job_id: str
@@ -54,6 +56,7 @@ class JobStatus:
     run_dir: str | None
     source: str
     ending: str = ""
+    network: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,8 +193,14 @@ def compose_status(
         attempts=max(attempts, slurm_attempts),
         restarts=restarts, elapsed_s=ledger["elapsed_s"], reason=reason,
         exit_code=exit_code if finished else None, run_dir=run_dir, source=source,
-        ending=ending,
+        ending=ending, network=_network(events),
     )
+
+
+def _network(events: Sequence[Mapping[str, Any]]) -> str:
+    from hpcflow.jobs.endings import network_summary
+
+    return network_summary(events)
 
 
 def _ending(state: str, finished: bool, reason: str, events: Sequence[Mapping[str, Any]],

@@ -25,6 +25,7 @@ from hpcflow.doctor.result import CheckResult, fail, ok, warn
 from hpcflow.errors import SpecError, SubmitError
 from hpcflow.nccl.checks import check_nccl_debug_output
 from hpcflow.nccl.nccltests import NcclTestsResult, parse_nccl_tests
+from hpcflow.nccl.presets import node_facts
 
 LINE_RATE_GBPS: dict[str, int] = {
     "p4d.24xlarge": 400, "p4de.24xlarge": 400, "p5.48xlarge": 3200, "p5e.48xlarge": 3200,
@@ -128,7 +129,8 @@ def judge(text: str, instance_type: str | None, min_fraction: float = 0.5,
     else:
         checks.append(fail("nccl-tests", "; ".join(result.problems()),
                            "read the job output; run hpcflow doctor on the nodes"))
-    checks.append(check_nccl_debug_output(text))
+    facts = node_facts(instance_type) if instance_type else None
+    checks.append(check_nccl_debug_output(text, facts.efa_gpu if facts else None))
     peak = result.peak_busbw_gbs
     line_gbps = LINE_RATE_GBPS.get(instance_type or "")
     if peak is None:

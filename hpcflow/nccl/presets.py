@@ -1,4 +1,5 @@
-"""NCCL/EFA environment presets in one table, keyed by instance family and library versions.
+"""NCCL/EFA environment presets in one table, chosen by the instance's facts (EFA interfaces, GPU
+model; hpcflow's instance catalog) and the installed library versions.
 
 With a current EFA installer and aws-ofi-nccl almost nothing needs setting. The legacy values
 (``FI_PROVIDER=efa``, ``NCCL_PROTO=simple``, ``FI_EFA_USE_DEVICE_RDMA=1``) apply only to the
@@ -14,18 +15,25 @@ commit e0a65432), the plugin's own guidance on which variables each version need
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 SOURCES: dict[str, str] = {
     "ofi-cheatsheet": "aws-ofi-nccl doc/efa-env-var.md (EFA Cheatsheet), "
                       "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md",
+    "efa-types": "AWS EFA user guide, Supported instance types (GPUDirect RDMA), "
+                 "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html",
+    "efa-cheatsheet": "aws-samples/awsome-distributed-training 1.architectures/efa-cheatsheet.md "
+                      "(EFA Cheatsheet, section 1; commit 0610db06)",
+    "nccl-env": "NCCL user guide, Environment Variables, NCCL_NET_GDR_LEVEL (LOC: never use "
+                "GPUDirect RDMA), "
+                "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html",
 }
 
-# Families whose GPUs use GPUDirect RDMA over EFA ("p4/p5 instances" in the cheatsheet).
-RDMA_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200"})
-# Families with NVIDIA GPUs and EFA on some sizes.
-EFA_GPU_FAMILIES = RDMA_FAMILIES | {"g5", "g6", "g6e"}
+# NVIDIA GPUs that take GPUDirect RDMA over EFA: the p4d/p4de (A100), p5 (H100), p5e/p5en (H200)
+# and p6 (B200) instances, the "p4/p5 instances" of the cheatsheet (AWS EFA user guide,
+# "Supported instance types", GPUDirect RDMA column).
+RDMA_GPUS = frozenset({"A100", "H100", "H200", "B200"})
 # Variables that belong to InfiniBand; a preset never sets them.
 FORBIDDEN_PREFIXES = ("NCCL_IB_",)
 
@@ -54,8 +62,58 @@ class Versions:
 
 
 @dataclass(frozen=True)
+class NodeFacts:
+    """What a preset needs to know about an instance type (from hpcflow's instance catalog).
+
+    Attributes:
+        instance_type: e.g. ``p5.48xlarge``.
+        efa_interfaces: ``NetworkInfo.EfaInfo.MaximumEfaInterfaces`` (0 without EFA).
+        gpu: the NVIDIA GPU model (``H100``), or ``""`` (none, or not known).
+        nvidia_gpus: NVIDIA GPUs per instance.
+        network_cards: ``NetworkInfo.MaximumNetworkCards`` (0 when not known).
+        source: where the figures come from (the catalog's source key).
+    """
+
+    instance_type: str
+    efa_interfaces: int
+    gpu: str
+    nvidia_gpus: int
+    network_cards: int
+    source: str
+
+    @property
+    def efa_gpu(self) -> bool:
+        """NVIDIA GPUs with EFA: NCCL traffic is expected to go over aws-ofi-nccl."""
+        return self.efa_interfaces > 0 and self.nvidia_gpus > 0
+
+    @property
+    def rdma(self) -> bool:
+        """GPUDirect RDMA over EFA (source ``efa-types``)."""
+        return self.efa_gpu and self.gpu in RDMA_GPUS
+
+
+def node_facts(instance_type: str) -> NodeFacts | None:
+    """The type's facts from hpcflow's instance catalog (the offline table, then the list of
+    every EC2 type), or None when the type is not known. Reads a small TSV once (a few ms)."""
+    from hpcflow.pcluster.catalog import Catalog, ec2_types
+
+    facts = Catalog.offline().get(instance_type)
+    if facts is not None:
+        nvidia = facts.accelerator_count if facts.accelerator and \
+            not facts.accelerator.startswith(("Trainium", "Inferentia")) else 0
+        return NodeFacts(instance_type, facts.max_efa_interfaces if facts.efa_supported else 0,
+                         facts.accelerator if nvidia else "", nvidia, facts.max_network_cards,
+                         facts.source)
+    row = ec2_types().get(instance_type)
+    if row is None:
+        return None
+    return NodeFacts(instance_type, row.max_efa_interfaces if row.efa else 0, "",
+                     row.nvidia_gpus if row.gpu_maker.upper() == "NVIDIA" else 0, 0, "ec2-types")
+
+
+@dataclass(frozen=True)
 class _Rule:
-    applies: Callable[[str, Versions, bool], bool]
+    applies: Callable[[NodeFacts, Versions, bool], bool]
     settings: tuple[EnvSetting, ...]
 
 
@@ -120,10 +178,10 @@ _NO_HUGE_PAGE = EnvSetting("FI_EFA_USE_HUGE_PAGE", "0", "the job forks (multi-pr
                            "memory'; costs a little performance", "ofi-cheatsheet")
 
 RULES: tuple[_Rule, ...] = (
-    _Rule(lambda fam, v, fork: fam in EFA_GPU_FAMILIES and _ofi(hi="1.6.0")(v),
+    _Rule(lambda node, v, fork: node.efa_gpu and _ofi(hi="1.6.0")(v),
           (_LEGACY_PROVIDER, _LEGACY_PROTO)),
-    _Rule(lambda fam, v, fork: fam in RDMA_FAMILIES and _ofi(hi="1.7.0")(v), (_DEVICE_RDMA,)),
-    _Rule(lambda fam, v, fork: fam in EFA_GPU_FAMILIES and fork, (_NO_HUGE_PAGE,)),
+    _Rule(lambda node, v, fork: node.rdma and _ofi(hi="1.7.0")(v), (_DEVICE_RDMA,)),
+    _Rule(lambda node, v, fork: node.efa_gpu and fork, (_NO_HUGE_PAGE,)),
 )
 
 # Minimum versions per family (the cheatsheet's "p5.48xlarge" row; p5e/p5en share the platform).
@@ -135,23 +193,70 @@ REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class Contradiction:
+    """A user setting that works against NCCL over EFA, and where that is said."""
+
+    name: str
+    value: str
+    why: str
+    source: str
+
+    def line(self) -> str:
+        """``NAME=value: why (source)``."""
+        return f"{self.name}={self.value}: {self.why} ({SOURCES[self.source]})"
+
+
+# name -> (does the value contradict?, why, source key); checked on EFA GPU instances only.
+_CONTRADICTIONS: dict[str, tuple[Callable[[str, NodeFacts], bool], str, str]] = {
+    "RDMAV_FORK_SAFE": (lambda v, node: v.strip() not in ("", "0"),
+                        "an rdma-core variable the cheatsheet says not to use (it can break "
+                        "things on newer kernels; FI_EFA_FORK_SAFE is the EFA one)",
+                        "efa-cheatsheet"),
+    "NCCL_NET_GDR_LEVEL": (lambda v, node: node.rdma and v.strip().upper() in ("LOC", "0"),
+                           "LOC turns GPUDirect RDMA off on an instance whose GPUs use it over "
+                           "EFA", "nccl-env"),
+    "NCCL_SOCKET_NTHREADS": (lambda v, node: True, "a setting of NCCL's Socket transport: "
+                             "not applicable for EFA", "efa-cheatsheet"),
+    "NCCL_NSOCKS_PERTHREAD": (lambda v, node: True, "a setting of NCCL's Socket transport: "
+                              "not applicable for EFA", "efa-cheatsheet"),
+}
+
+
+def contradicting_settings(env: dict[str, str] | Mapping[str, str],
+                           node: NodeFacts | None) -> list[Contradiction]:
+    """The user's settings in ``env`` that work against NCCL over EFA on ``node`` (none off an
+    EFA GPU instance), each with its source. Pure."""
+    if node is None or not node.efa_gpu:
+        return []
+    out = []
+    for name, (contradicts, why, source) in _CONTRADICTIONS.items():
+        value = env.get(name)
+        if value is not None and contradicts(value, node):
+            out.append(Contradiction(name, value, why, source))
+    return out
+
+
 def family_of(instance_type: str) -> str:
     """``p5.48xlarge`` -> ``p5``; ``p6-b200.48xlarge`` -> ``p6-b200``."""
     return instance_type.split(".", 1)[0]
 
 
 def preset_env(instance_type: str, versions: Versions | None = None, *,
-               forking_workers: bool = True) -> Preset:
+               forking_workers: bool = True, facts: NodeFacts | None = None) -> Preset:
     """The NCCL/EFA environment for a node of ``instance_type`` with the given library versions.
 
-    Pure: the sbatch template renderer and ``hpcflow doctor`` call it with what they know.
+    Chosen by the instance's facts, never by its family name: EFA variables only where the type
+    has EFA interfaces and NVIDIA GPUs, ``FI_EFA_USE_DEVICE_RDMA`` only where its GPUs take
+    GPUDirect RDMA. Pure when ``facts`` is given; otherwise they come from :func:`node_facts`.
 
     Args:
         instance_type: EC2 instance type, e.g. ``p5.48xlarge``.
         versions: installed aws-ofi-nccl / NCCL / EFA installer versions; unknown ones are None
             (then no version-dependent legacy value is added, and a note says so).
         forking_workers: the job forks worker processes (PyTorch data loaders): adds
-            ``FI_EFA_USE_HUGE_PAGE=0`` on EFA families.
+            ``FI_EFA_USE_HUGE_PAGE=0`` on EFA GPU instances.
+        facts: the type's facts (default: looked up in hpcflow's instance catalog).
 
     Returns:
         A :class:`Preset`; ``preset.env`` is the mapping to export. Never contains ``NCCL_IB_*``.
@@ -159,15 +264,21 @@ def preset_env(instance_type: str, versions: Versions | None = None, *,
     versions = versions or Versions()
     family = family_of(instance_type)
     preset = Preset(instance_type, family)
-    if family not in EFA_GPU_FAMILIES:
-        preset.notes.append(f"{instance_type}: no NCCL/EFA preset for family {family!r} "
-                            "(no EFA with NVIDIA GPUs); nothing to set")
+    node = facts if facts is not None else node_facts(instance_type)
+    if node is None:
+        preset.notes.append(f"{instance_type}: not a known instance type; no NCCL/EFA preset "
+                            "(nothing to set)")
+        return preset
+    if not node.efa_gpu:
+        what = "no EFA" if node.efa_interfaces == 0 else "no NVIDIA GPUs"
+        preset.notes.append(f"{instance_type}: no NCCL/EFA preset ({what} in the instance "
+                            f"facts, source {node.source}); nothing to set")
         return preset
     if versions.ofi_nccl is None:
         preset.notes.append("aws-ofi-nccl version unknown: legacy values for plugins <= 1.6 "
                             "not considered")
     for rule in RULES:
-        if rule.applies(family, versions, forking_workers):
+        if rule.applies(node, versions, forking_workers):
             preset.settings.extend(s for s in rule.settings if s.name not in preset.env)
     for req in REQUIREMENTS.get(family, ()):
         have = version_tuple(getattr(versions, req.attr))

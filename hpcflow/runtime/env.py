@@ -10,7 +10,8 @@ torch, no network, no global state, so it is tested with plain tables. Three cas
   ``SLURM_NODEID``, the step's tasks per node, and ``SLURM_JOB_NODELIST`` (srun(1), "OUTPUT
   ENVIRONMENT VARIABLES"). The rendezvous host is the first host of the step's node list (rank 0
   runs there with srun's default block distribution); the port is derived from ``SLURM_JOB_ID`` so
-  two jobs sharing a node do not collide.
+  two jobs sharing a node do not collide, or, where a container set-up drops the job id, from
+  the step (``SLURM_STEP_ID``, the node list, ``SLURM_STEP_LAUNCHER_PORT``).
 - neither: a single process, a world of 1 on the loopback address with a free port.
 
 ``MASTER_ADDR`` / ``MASTER_PORT`` set in the environment always win, so a batch script can pin them.
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from hpcflow.hostlist import expand_hostlist
-from hpcflow.protocol import port_for_job_number
+from hpcflow.protocol import port_for_job_number, port_for_step
 
 LOOPBACK = "127.0.0.1"
 
@@ -114,7 +115,8 @@ def dist_env_from(
     restart_count = _parse_int(
         "SLURM_RESTART_COUNT", environ.get("SLURM_RESTART_COUNT", "0"), minimum=0
     )
-    job_id = environ.get("SLURM_JOB_ID") or None
+    # SLURM_JOBID: Slurm's older name, still exported (srun(1), OUTPUT ENVIRONMENT VARIABLES).
+    job_id = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID") or None
     if "RANK" in environ or "WORLD_SIZE" in environ:
         env = _from_torchrun(environ, job_id, restart_count)
     elif "SLURM_PROCID" in environ:
@@ -170,11 +172,7 @@ def _from_slurm(environ: Mapping[str, str], job_id: str | None, restart: int) ->
         raise ValueError(f"{nodelist_var}={nodelist!r} is not a Slurm hostlist: {exc}") from None
     port = _port_from(environ)
     if port is None:
-        if job_id is None:
-            raise ValueError(
-                "SLURM_JOB_ID is not set, so no MASTER_PORT can be derived; set MASTER_PORT"
-            )
-        port = port_for_job(job_id)
+        port = _derived_port(environ, job_id, nodelist)
     return DistEnv(
         rank=_parse_int("SLURM_PROCID", _need(environ, "SLURM_PROCID"), minimum=0),
         local_rank=_parse_int("SLURM_LOCALID", _need(environ, "SLURM_LOCALID"), minimum=0),
@@ -187,6 +185,29 @@ def _from_slurm(environ: Mapping[str, str], job_id: str | None, restart: int) ->
         restart_count=restart,
         launcher="slurm",
     )
+
+
+def _derived_port(environ: Mapping[str, str], job_id: str | None, nodelist: str) -> int:
+    """The rendezvous port every rank of the step agrees on: from the job id
+    (:func:`port_for_job`); without one, from the step (:func:`hpcflow.protocol.port_for_step`:
+    its node list, ``SLURM_STEP_ID`` and ``SLURM_STEP_LAUNCHER_PORT``).
+
+    Raises:
+        ValueError: neither a job id nor a step id is set; the message names the variables and
+            why one is needed.
+    """
+    if job_id is not None:
+        return port_for_job(job_id)
+    step = environ.get("SLURM_STEP_ID") or environ.get("SLURM_STEPID")
+    if step is None:
+        raise ValueError(
+            "SLURM_JOB_ID is not set (nor SLURM_JOBID), and neither is SLURM_STEP_ID: every "
+            "rank must derive the same MASTER_PORT from something they all share, and without "
+            "a job or step id there is nothing; pass SLURM_JOB_ID (or SLURM_STEP_ID) into the "
+            "container, or set MASTER_PORT"
+        )
+    _parse_int("SLURM_STEP_ID", step, minimum=0)
+    return port_for_step(nodelist, step, environ.get("SLURM_STEP_LAUNCHER_PORT", ""))
 
 
 def _local_world_size(environ: Mapping[str, str], node_rank: int, num_nodes: int) -> int:

@@ -23,6 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from hpcflow.runtime import sigstate
+
 
 class PreemptionMonitor:
     """Watches for SIGUSR1 and a flag file; decides together with the other ranks when to stop.
@@ -48,11 +50,13 @@ class PreemptionMonitor:
         self._warned = False
         self._term_previous: Any = None
         self._term = signum != signal.SIGTERM
+        self._c_address: int | None = None
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signum, self._on_signal)
             if self._term:
                 self._term_previous = signal.signal(signal.SIGTERM, self._on_signal)
             self._installed = True
+            self._c_address = sigstate.handler_address(signum)
 
     @property
     def installed(self) -> bool:
@@ -121,6 +125,30 @@ class PreemptionMonitor:
                   "of USR1/USR2)", file=sys.stderr, flush=True)
         return replaced
 
+    def foreign_use(self) -> str | None:
+        """Why the watched signal may not reach this monitor although Python still shows its
+        handler: ignored or blocked (``/proc/self/status``), a handler installed from C, or
+        ``NCCL_PROXY_DUMP_SIGNAL`` naming it (:mod:`hpcflow.runtime.sigstate`). Warns on
+        stderr once, with the fix; the flag file still reaches the rank. Costs one small
+        ``/proc`` read and one ``sigaction`` call, until it has warned."""
+        if self._warned:
+            return None
+        current = signal.getsignal(self.signum) if \
+            threading.current_thread() is threading.main_thread() else None
+        reason = sigstate.foreign_use(
+            self.signum, sigstate.read_masks(), python_handler=callable(current),
+            our_address=self._c_address,
+            now_address=sigstate.handler_address(self.signum) if self._c_address else None)
+        if reason is not None:
+            self._warned = True
+            name = signal.Signals(self.signum).name
+            other = "USR2" if self.signum == signal.SIGUSR1 else "USR1"
+            print(f"hpcflow-runtime: warning: {name} may not reach hpcflow: {reason}; the "
+                  f"preemption flag file still works. Fix: set preemption.signal: {other} in "
+                  "the job spec (or unset NCCL_PROXY_DUMP_SIGNAL / stop the library that takes "
+                  f"{name})", file=sys.stderr, flush=True)
+        return reason
+
     def local_requested(self) -> bool:
         """This rank's own view: the signal arrived or the flag file exists (one ``stat``)."""
         if self._signalled:
@@ -136,7 +164,8 @@ class PreemptionMonitor:
         Returns:
             True on every rank if at least one rank saw a request.
         """
-        self.handler_replaced()
+        if not self.handler_replaced():
+            self.foreign_use()
         local = self.local_requested()
         import torch.distributed as dist
 

@@ -54,6 +54,7 @@ from hpcflow.runtime.env import DistEnv, dist_env_from
 from hpcflow.runtime.heartbeat import Heartbeat
 from hpcflow.runtime.leaving import Leaving, Preempted
 from hpcflow.runtime.lines import emit, log
+from hpcflow.runtime.network import NetworkExpectation, check_network, nccl_log_settings
 from hpcflow.runtime.preemption import PreemptionMonitor
 from hpcflow.runtime.runconfig import RunConfig
 
@@ -139,6 +140,11 @@ class Run(Leaving):
             ValueError: the Slurm, torchrun or ``HPCFLOW_*`` variables are garbled (the message
                 names the variable).
             RuntimeError: the process group could not be joined.
+
+        On a node where EFA is expected (``HPCFLOW_EFA_EXPECTED``), NCCL logs its network
+        choice to a per-rank file and, after the first collective, rank 0 records the
+        ``network`` ledger event; with ``network.require_efa`` a fall back to TCP sockets ends
+        every rank here with status 78 (:mod:`hpcflow.runtime.network`).
         """
         environ = os.environ if environ is None else environ
         env = dist_env_from(environ)
@@ -165,8 +171,22 @@ class Run(Leaving):
                 "LOCAL_RANK": str(env.local_rank), "LOCAL_WORLD_SIZE": str(env.local_world_size),
                 "MASTER_ADDR": env.master_addr, "MASTER_PORT": str(env.master_port),
             })
+        expect = NetworkExpectation.from_environ(environ)
+        nccl_log: Path | None = None
+        if expect is not None and join_process_group:
+            # Before the process group: NCCL reads these when it starts (NCCL user guide).
+            settings, nccl_log = nccl_log_settings(environ, config.run_dir, env.job_id,
+                                                   env.restart_count, env.rank)
+            os.environ.update(settings)
+            if nccl_log is not None and settings.get("NCCL_DEBUG_FILE"):
+                try:  # NCCL writes to stdout when it cannot open its file
+                    nccl_log.parent.mkdir(parents=True, exist_ok=True)
+                except OSError:
+                    pass
         if join_process_group:
             backend = hdist.init_distributed(env, timeout_s=timeout_s)
+            if expect is not None:
+                check_network(env, config.run_dir, expect, nccl_log)
         else:
             import torch
 

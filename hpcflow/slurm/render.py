@@ -138,18 +138,52 @@ def srun_options(spec: JobSpec) -> list[str]:
 
 
 def network_preset(spec: JobSpec) -> list[tuple[str, str, str]]:
-    """The NCCL/EFA preset variables for ``spec.network`` as ``(name, value, why + source)``,
-    leaving out every name the spec's ``env`` sets (the user's value wins). Empty without a
-    ``network`` block or with ``preset: false``. Rules and sources: :mod:`hpcflow.nccl.presets`.
+    """The network block's exports as ``(name, value, why + source)``: the NCCL/EFA preset
+    variables (rules and sources: :mod:`hpcflow.nccl.presets`), leaving out every name the
+    spec's ``env`` sets (the user's value wins), then, on an instance type with EFA and NVIDIA
+    GPUs, the runtime's network check settings (:func:`network_check_env`). Empty without a
+    ``network`` block; ``preset: false`` drops only the preset variables.
     """
     net = spec.network
-    if net is None or not net.preset:
+    if net is None:
         return []
     from hpcflow.nccl.presets import Versions, preset_env
 
-    preset = preset_env(net.instance_type, Versions(ofi_nccl=net.ofi_nccl_version))
-    return [(s.name, s.value, f"{s.why} ({s.to_dict()['source']})")
-            for s in preset.settings if s.name not in spec.env]
+    out = []
+    if net.preset:
+        preset = preset_env(net.instance_type, Versions(ofi_nccl=net.ofi_nccl_version))
+        out = [(s.name, s.value, f"{s.why} ({s.to_dict()['source']})")
+               for s in preset.settings if s.name not in spec.env]
+    return out + network_check_env(spec)
+
+
+def efa_expected(spec: JobSpec) -> int:
+    """EFA interfaces of the spec's instance type when NCCL is expected to run over EFA there
+    (EFA and NVIDIA GPUs, hpcflow's instance catalog), else 0."""
+    if spec.network is None:
+        return 0
+    from hpcflow.nccl.presets import node_facts
+
+    facts = node_facts(spec.network.instance_type)
+    return facts.efa_interfaces if facts is not None and facts.efa_gpu else 0
+
+
+def network_check_env(spec: JobSpec) -> list[tuple[str, str, str]]:
+    """``HPCFLOW_NETWORK_INSTANCE_TYPE``, ``HPCFLOW_EFA_EXPECTED`` and ``HPCFLOW_REQUIRE_EFA``
+    for the runtime's network check (docs/protocol.md, "The network check"); empty where EFA
+    is not expected. ``network.require_efa`` unset means true."""
+    nics = efa_expected(spec)
+    if not nics or spec.network is None:
+        return []
+    itype = spec.network.instance_type
+    require = spec.network.require_efa is not False
+    why = (f"{itype} has {nics} EFA interfaces (instance catalog): the runtime checks that NCCL "
+           "runs over them")
+    return [(protocol.ENV_NETWORK_INSTANCE_TYPE, itype, why),
+            (protocol.ENV_EFA_EXPECTED, str(nics), why),
+            (protocol.ENV_REQUIRE_EFA, "1" if require else "0",
+             "network.require_efa: a fall back to TCP sockets " +
+             ("ends the job" if require else "is only recorded"))]
 
 
 def program_words(spec: JobSpec, python: str) -> list[str]:
@@ -260,6 +294,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "env": [(k, v, None) if isinstance(v, str) else (k, "", v.from_file)
                 for k, v in sorted(spec.env.items())],
         "network_preset": network_preset(spec),
+        "efa_expected": efa_expected(spec) > 0,
         "instance_type": spec.network.instance_type if spec.network else "",
         "nodes": spec.nodes,
         "alloc_nodes": allocated_nodes(spec),

@@ -348,6 +348,13 @@ class NetworkSpec(_Model):
         default=True,
         description="Export the preset's variables (a value set in env always wins).",
     )
+    require_efa: bool | None = Field(
+        default=None,
+        description=(
+            "Stop the job in its first minute when NCCL falls back to TCP sockets; default: "
+            "true on an instance type with EFA (a value set here always wins)."
+        ),
+    )
 
     @field_validator("instance_type")
     @classmethod

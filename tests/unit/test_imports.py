@@ -51,6 +51,11 @@ def test_the_core_hostlist_parser_imports_nothing_of_hpcflow():
     assert {m for m in _imports(PKG / "hostlist.py") if m.startswith("hpcflow")} == set()
 
 
+def test_the_nccl_log_parser_the_runtime_takes_imports_nothing_of_hpcflow():
+    assert _imports(PKG / "nccl" / "__init__.py") == set()
+    assert {m for m in _imports(PKG / "nccl" / "netlog.py") if m.startswith("hpcflow")} == set()
+
+
 def test_library_layers_never_import_the_cli():
     offenders = {}
     for path in PKG.rglob("*.py"):

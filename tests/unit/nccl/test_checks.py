@@ -99,3 +99,29 @@ ip-10-0-0-1:4321:4321 [0] NCCL INFO Using network Socket
 ])
 def test_nccl_debug_output(text, level):
     assert check_nccl_debug_output(text).level == level
+
+
+L = "n1:1:1 [0] NCCL INFO "
+TCP_ON_LO = (f"{L}Bootstrap : Using lo:127.0.0.1<0>\n"
+             f"{L}NET/OFI Selected Provider is tcp (found 1 nics)\n"
+             f"{L}Using network AWS Libfabric\n")
+
+
+@pytest.mark.parametrize(("text", "efa", "level", "words"), [
+    pytest.param(TCP_ON_LO, True, "fail", ["provider 'tcp'", "loopback"],
+                 id="tcp-provider-and-lo-bootstrap"),
+    pytest.param(f"{L}Bootstrap : Using lo:127.0.0.1<0>\n{L}NET/OFI Selected Provider is efa "
+                 f"(found 32 nics)\n{L}Using network AWS Libfabric\n", True, "fail",
+                 ["loopback"], id="lo-bootstrap-alone"),
+    pytest.param(f"{L}NET/Plugin : No plugin found (libnccl-net.so), using internal "
+                 "implementation\n", True, "fail", ["no net plugin"], id="no-plugin-alone"),
+    pytest.param(SOCKET_LOG, True, "fail", ["Socket transport"], id="socket-on-efa"),
+    pytest.param(SOCKET_LOG, False, "pass", ["no EFA on this instance"], id="socket-without-efa"),
+    pytest.param(TCP_ON_LO, None, "fail", ["EFA assumed"], id="efa-unknown-judged-as-efa"),
+    pytest.param(OFI_LOG, True, "pass", ["NCCL over EFA", "32 NICs"], id="efa"),
+])
+def test_every_sign_of_tcp_on_an_efa_instance_fails(text, efa, level, words):
+    result = check_nccl_debug_output(text, efa)
+    assert result.level == level, result.message
+    for word in words:
+        assert word in result.message

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hpcflow.nccl.presets import RULES, SOURCES, Versions, preset_env, version_tuple
+from hpcflow.nccl.presets import (
+    RULES,
+    SOURCES,
+    NodeFacts,
+    Versions,
+    node_facts,
+    preset_env,
+    version_tuple,
+)
 
 
 @pytest.mark.parametrize(("itype", "ofi", "want"), [
@@ -57,3 +65,41 @@ def test_unknown_family_says_there_is_nothing_to_set():
                                             ("v1.17.3", (1, 17, 3)), ("", None), ("abc", None)])
 def test_version_tuple(text, want):
     assert version_tuple(text) == want
+
+
+@pytest.mark.parametrize(("itype", "want"), [
+    pytest.param("g5.xlarge", {}, id="g5-without-efa"),
+    pytest.param("g5.48xlarge", {"FI_EFA_USE_HUGE_PAGE": "0"}, id="g5-with-efa"),
+    pytest.param("p5.48xlarge", {"FI_EFA_USE_HUGE_PAGE": "0"}, id="p5"),
+    pytest.param("trn1.32xlarge", {}, id="efa-without-nvidia-gpus"),
+    pytest.param("c5n.18xlarge", {}, id="efa-cpu-only"),
+    pytest.param("x9.nolarge", {}, id="unknown-type"),
+])
+def test_the_preset_follows_the_instance_facts_not_its_family(itype, want):
+    assert preset_env(itype, Versions("1.17.3")).env == want
+
+
+@pytest.mark.parametrize(("facts", "want"), [
+    pytest.param(NodeFacts("g5.xlarge", 0, "A10G", 1, 1, "t"), {}, id="no-efa"),
+    pytest.param(NodeFacts("g5.xlarge", 1, "A10G", 1, 1, "t"),
+                 {"FI_PROVIDER": "efa", "NCCL_PROTO": "simple"}, id="efa-no-rdma"),
+    pytest.param(NodeFacts("g5.xlarge", 4, "A100", 8, 4, "t"),
+                 {"FI_PROVIDER": "efa", "NCCL_PROTO": "simple", "FI_EFA_USE_DEVICE_RDMA": "1"},
+                 id="rdma-gpu"),
+])
+def test_given_facts_the_preset_is_pure(facts, want):
+    assert preset_env("g5.xlarge", Versions("1.5.0"), forking_workers=False,
+                      facts=facts).env == want
+
+
+def test_a_type_without_efa_says_why_nothing_is_set():
+    [note] = preset_env("g5.xlarge", Versions("1.5.0")).notes
+    assert "no EFA in the instance facts" in note and "nothing to set" in note
+
+
+def test_node_facts_come_from_the_catalog():
+    p5 = node_facts("p5.48xlarge")
+    assert (p5.efa_interfaces, p5.gpu, p5.nvidia_gpus, p5.network_cards) == (32, "H100", 8, 32)
+    assert p5.rdma and not node_facts("g5.48xlarge").rdma
+    assert node_facts("g5.xlarge").efa_interfaces == 0
+    assert node_facts("no.such") is None
