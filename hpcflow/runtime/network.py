@@ -180,17 +180,15 @@ def fallback_reason(summary: str) -> str:
 
 def append_event(run_dir: Path | None, job_id: str | None, restart: int,
                  event: Mapping[str, Any]) -> None:
-    """Append one event to the job's ledger through :func:`hpcflow.fsutil.append_jsonl`;
-    a failed write is reported on stderr, never raised."""
-    from hpcflow.fsutil import append_jsonl
+    """Append one event (``{"event": name, ...}``) to the job's ledger through the one ledger
+    writer (:func:`hpcflow.ledger.append_event`); a failed write is reported, never raised."""
+    from hpcflow import ledger
 
     if run_dir is None or not job_id:
         return
-    try:
-        append_jsonl(P.ledger_path(run_dir), {"time": int(time.time()), "job_id": job_id,
-                                              "restart": restart, **event})
-    except OSError as exc:
-        print(f"hpcflow-runtime: could not append the network event: {exc}", file=sys.stderr)
+    fields = dict(event)
+    name = str(fields.pop("event"))
+    ledger.append_event(P.ledger_path(run_dir), name, job_id=job_id, restart=restart, **fields)
 
 
 def gather(choice: dict[str, Any]) -> list[dict[str, Any]]:

@@ -112,6 +112,13 @@ class StepFacts:
     def joined_count(self) -> int:
         return sum(1 for n in self.joined if n is not None)
 
+    @property
+    def network_fallback(self) -> bool:
+        """A rank stopped because NCCL fell back to TCP sockets where EFA is required
+        (``network.require_efa``; its exit record: status 78, reason ``network_fallback: ...``)."""
+        return any(e is not None and e.rc == P.EXIT_NETWORK_FALLBACK
+                   and e.reason.startswith(P.REASON_NETWORK_FALLBACK) for e in self.exits)
+
 
 @dataclass(frozen=True)
 class History:
@@ -244,6 +251,10 @@ def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try
     keep = {"excluded": excluded, "srun_exclude": srun_exclude}
     if not limits.resilience or facts.rc == 0 or facts.done or facts.warned:
         return StepOutcome(restart=False, **keep)
+    if facts.network_fallback:  # the same nodes fall back the same way: never restarted
+        return StepOutcome(restart=False, cause="network_fallback",
+                           log=("NCCL fell back to TCP sockets where EFA is required: not "
+                                "restarting (see hpcflow report for the fix)",), **keep)
     events: list[tuple[str, dict[str, Any]]] = []
     log: list[str] = []
     cause = "rank_failure"
@@ -358,7 +369,9 @@ def ending(facts: StepFacts, history: History, limits: Limits, *,
     6. status 0: completed;
     7. a warning without a commit: not requeued (``preempted_no_checkpoint``);
     8. ranks of a program that joined died of a signal without a record: ``rank_killed``;
-    9. a rank exited with an error: ``program_error``; else ``failed``.
+    9. a rank stopped on NCCL's fall back to TCP sockets where EFA is required:
+       ``network_fallback``, never requeued (the same nodes would fall back again);
+    10. a rank exited with an error: ``program_error``; else ``failed``.
     The restart rules' reason (``outcome.fail_reason``) replaces 8 and 9's generic ones.
     """
     rc = facts.rc
@@ -394,6 +407,8 @@ def ending(facts: StepFacts, history: History, limits: Limits, *,
     if facts.warnings or facts.flag:
         return Action(False, P.REASON_PREEMPTED_NO_CHECKPOINT, rc,
                       log=("signalled, but no checkpoint was committed: not requeueing",))
+    if facts.network_fallback:
+        return Action(False, P.REASON_NETWORK_FALLBACK, P.EXIT_NETWORK_FALLBACK)
     reason = P.REASON_FAILED
     missing = sum(1 for e in facts.exits if e is None)
     if missing and rc > 128 and facts.joined_count:

@@ -71,6 +71,9 @@ def facts(**changes) -> StepFacts:  # noqa: ANN003
                  P.REASON_PROGRAM_ERROR, 1, id="program-error"),
     pytest.param(facts(rc=2, exits=(None, None), joined=(None, None)), History(), LIMITS, False,
                  P.REASON_FAILED, 2, id="plain-failure"),
+    pytest.param(facts(rc=78, exits=(RankExit(78, 5, "network_fallback: NCCL over TCP sockets"),
+                                     RankExit(78, 6, "network_fallback: NCCL over TCP sockets"))),
+                 History(), LIMITS, False, P.REASON_NETWORK_FALLBACK, 78, id="network-fallback"),
 ])
 def test_the_ending_ladder(step, history, limits, requeue, reason, rc):
     action = ending(step, history, limits, requeue_id="7")
@@ -170,6 +173,12 @@ def test_after_a_failed_step(step, history, kw, go, reason):
     if go:
         assert out.events[-1][0] == P.EVENT_STEP_RESTART
         assert out.events[-1][1]["try"] == kw.get("try_", 0) + 1
+
+
+def test_a_network_fall_back_is_never_restarted_in_the_allocation():
+    step = facts(rc=78, exits=(RankExit(78, 5, "network_fallback: TCP"), OK), latest_checkpoint=5)
+    out = restart(step)
+    assert not out.restart and out.cause == "network_fallback" and out.events == ()
 
 
 def test_a_hang_is_the_cause_when_no_rank_raised():
