@@ -134,7 +134,8 @@ def test_the_signal_goes_out_even_when_the_run_dir_cannot_be_written(imds, tmp_p
     result = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm)).poll_once()
     assert [a.job_id for a in result.actions] == ["41"]
     assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "41"]]
-    assert "cannot write the notice file or ledger event" in caplog.text
+    assert "cannot write the notice file" in caplog.text
+    assert "Not a directory" in caplog.text
 
 
 def test_a_new_notice_is_acted_on_again(imds, run_dir):
