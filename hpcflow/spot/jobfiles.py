@@ -3,11 +3,10 @@
 The node's spot watcher runs as root (it must, for ``scancel`` on any user's job), but a run
 directory belongs to the job's user, who may have replaced anything in it: the ledger by a
 symlink into ``/etc``, a dangling symlink, a named pipe, a link to ``/dev/zero``. So the watcher
-never opens a path there itself. Each file operation runs in a child process that the kernel
-starts as the job's ``UserId``/``GroupId`` (:class:`subprocess.Popen` ``user=``, ``group=``,
-``extra_groups=``: setgroups, setgid, setuid between fork and exec), with an empty environment,
-``python -I`` (no user site, no ``PYTHON*`` variables), umask 077 and ``/`` as its folder. In
-the child:
+never opens a path there itself. Each file operation runs in a forked child that first drops
+to the job's ``UserId``/``GroupId`` for good (``setgroups``, ``setresgid``, ``setresuid``: it
+can then reach only what that user can, and cannot be traced by them), takes umask 077 and
+``/`` as its folder, and sends back a one-line JSON answer on a pipe. In the child:
 
 - the state folder is opened with ``O_DIRECTORY | O_NOFOLLOW`` and must belong to the job's
   user; the files in it are opened relative to that folder with ``O_NOFOLLOW | O_NONBLOCK``
@@ -28,9 +27,8 @@ import json
 import os
 import pwd
 import selectors
+import signal
 import stat
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +42,6 @@ LEDGER_TAIL_BYTES = 1 << 20
 RESULT_CAP_BYTES = 64 * 1024
 #: Operations a child runs.
 PREPARE, RECORD = "prepare", "record"
-
-_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
-         "from hpcflow.spot.jobfiles import child_main; child_main(sys.argv[2])")
-
 
 @dataclass(frozen=True)
 class Request:
@@ -86,59 +80,119 @@ class Outcome:
     timed_out: bool = False
 
 
-def _credentials(uid: int, gid: int) -> dict[str, Any]:
-    """Popen arguments that start the child as ``uid``/``gid`` with that user's groups (the
-    bare gid for a uid with no passwd entry); none when not root (the child is then us)."""
-    if os.geteuid() != 0:
-        return {}
+def _groups(uid: int, gid: int) -> list[int]:
+    """The groups the child takes: the user's (initgroups(3)), or the bare gid for a uid with
+    no passwd entry. Looked up in the parent (NSS may take locks a forked child cannot)."""
     try:
-        groups = os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
+        return os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
     except (KeyError, OSError):
-        groups = [gid]
-    return {"user": uid, "group": gid, "extra_groups": groups}
+        return [gid]
 
 
-def _argv(req: Request) -> list[str]:
-    root = str(Path(__file__).resolve().parents[2])
-    payload = {"op": req.op, "run_dir": str(req.run_dir), "uid": req.uid,
-               "state_dir": protocol.STATE_DIR, "ledger": protocol.LEDGER_FILE,
-               "notice": protocol.notice_name(req.job_id), "job_id": req.job_id,
-               "notice_time": req.notice_time, "event_name": protocol.EVENT_SPOT_NOTICE,
-               "event": req.event, "tail_bytes": LEDGER_TAIL_BYTES}
-    return [sys.executable, "-I", "-c", _BOOT, root, json.dumps(payload)]
+def _payload(req: Request) -> dict[str, Any]:
+    return {"op": req.op, "run_dir": str(req.run_dir), "uid": req.uid,
+            "state_dir": protocol.STATE_DIR, "ledger": protocol.LEDGER_FILE,
+            "notice": protocol.notice_name(req.job_id), "job_id": req.job_id,
+            "notice_time": req.notice_time, "event_name": protocol.EVENT_SPOT_NOTICE,
+            "event": req.event, "tail_bytes": LEDGER_TAIL_BYTES}
+
+
+def _become(uid: int, gid: int, groups: list[int]) -> None:
+    """In the child: drop every root privilege for good (setgroups(2), setresgid(2),
+    setresuid(2), in that order: once the uid is not 0 the groups can no longer be changed),
+    and check that it took. A process that changed its ids this way is not dumpable
+    (prctl(2) PR_SET_DUMPABLE), so the user cannot ptrace it or read its memory."""
+    os.setgroups(groups)
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise OSError(errno.EPERM, f"could not become uid {uid} gid {gid}")
+
+
+def _child(req: Request, groups: list[int] | None, out_fd: int) -> None:
+    """The forked child: never returns. Only os calls, json and hpcflow.fsutil (no logging,
+    no imports, no threads: a forked copy must not wait on a lock another thread held)."""
+    try:
+        if groups is not None:
+            _become(req.uid, req.gid, groups)
+        os.umask(0o077)
+        os.chdir("/")
+        answer = child_answer(_payload(req))
+        os.write(out_fd, (json.dumps(answer) + "\n").encode()[:RESULT_CAP_BYTES])
+    except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+        pass
+    finally:
+        os._exit(0)
+
+
+#: Children killed at the bound that had not exited within a second (stuck in the kernel on a
+#: hung file system): reaped at a later call.
+_unreaped: list[int] = []
+
+
+def _reap(pid: int, within_s: float) -> bool:
+    end = time.monotonic() + within_s
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if done:
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
 
 
 def run_as_owners(requests: list[Request], *, bound_s: float) -> list[Outcome]:
-    """Run every request in a child of its job's owner, all at once, for at most ``bound_s``
-    seconds in all (plus up to 1 s to reap the children killed then).
+    """Run every request in a forked child that becomes its job's owner (when we are root;
+    otherwise the child stays us and the ownership checks still apply), all at once, for at
+    most ``bound_s`` seconds in all (plus up to 1 s to reap the children killed then).
 
     Returns:
         One :class:`Outcome` per request, in order. Never raises for a child that could not
         start, timed out, or answered something unreadable: that is its outcome's ``error``.
     """
-    procs: list[subprocess.Popen[bytes] | OSError] = []
+    _unreaped[:] = [pid for pid in _unreaped if not _reap(pid, 0)]
+    root = os.geteuid() == 0
+    children: list[tuple[int, int] | OSError] = []
     for req in requests:
+        groups = _groups(req.uid, req.gid) if root else None
         try:
-            procs.append(subprocess.Popen(
-                _argv(req), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, cwd="/", env={}, umask=0o077, close_fds=True,
-                start_new_session=True, **_credentials(req.uid, req.gid)))
-        except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            procs.append(OSError(f"cannot start a process as uid {req.uid}: {exc}"))
-    answers = _read_answers(procs, time.monotonic() + bound_s)
+            r, w = os.pipe()
+        except OSError as exc:
+            children.append(exc)
+            continue
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(r)
+            os.close(w)
+            children.append(OSError(f"cannot start a process as uid {req.uid}: {exc}"))
+            continue
+        if pid == 0:
+            os.close(r)
+            _child(req, groups, w)
+        os.close(w)
+        children.append((pid, r))
+    try:
+        answers = _read_answers(children, time.monotonic() + bound_s)
+    finally:
+        for child in children:
+            if not isinstance(child, OSError):
+                os.close(child[1])
     outcomes = []
-    for proc, answer in zip(procs, answers, strict=True):
-        if isinstance(proc, OSError):
-            outcomes.append(Outcome(False, error=str(proc)))
+    for child, answer in zip(children, answers, strict=True):
+        if isinstance(child, OSError):
+            outcomes.append(Outcome(False, error=str(child)))
             continue
         if answer is None:
-            proc.kill()
-        try:
-            proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            pass  # stuck in the kernel (a hung file system); Popen reaps it later
-        finally:
-            proc.stdout.close()  # type: ignore[union-attr]
+            try:
+                os.kill(child[0], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not _reap(child[0], 1.0):
+            _unreaped.append(child[0])
         if answer is None:
             outcomes.append(Outcome(False, timed_out=True,
                                     error=f"took longer than {bound_s:g} s: stopped"))
@@ -147,15 +201,15 @@ def run_as_owners(requests: list[Request], *, bound_s: float) -> list[Outcome]:
     return outcomes
 
 
-def _read_answers(procs: list[subprocess.Popen[bytes] | OSError],
+def _read_answers(children: list[tuple[int, int] | OSError],
                   deadline: float) -> list[bytes | None]:
-    """Each child's stdout up to EOF (None: still open at ``deadline``), capped in bytes."""
-    answers: list[bytes | None] = [None] * len(procs)
+    """Each child's pipe up to EOF (None: still open at ``deadline``), capped in bytes."""
+    answers: list[bytes | None] = [None] * len(children)
     bufs: dict[int, bytearray] = {}
     with selectors.DefaultSelector() as sel:
-        for i, proc in enumerate(procs):
-            if not isinstance(proc, OSError):
-                sel.register(proc.stdout, selectors.EVENT_READ, i)  # type: ignore[arg-type]
+        for i, child in enumerate(children):
+            if not isinstance(child, OSError):
+                sel.register(child[1], selectors.EVENT_READ, i)
                 bufs[i] = bytearray()
         while sel.get_map():
             left = deadline - time.monotonic()
@@ -182,7 +236,7 @@ def _parse_answer(raw: bytes) -> Outcome:
     return Outcome(doc["ok"], already=doc.get("already") is True, error=str(doc.get("error", "")))
 
 
-# ---- The child: runs as the job's user, standard library and hpcflow.fsutil only.
+# ---- In the child, as the job's user.
 
 class Refused(Exception):
     """A file in the job's state folder is not what hpcflow writes there."""
@@ -203,7 +257,13 @@ def _open_state(req: dict[str, Any]) -> int:
         fd = os.open(req["state_dir"], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
                      | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=run_fd)
     except OSError as exc:
-        raise Refused(f"{where}: {_why(exc)}") from None
+        why = _why(exc)
+        try:  # O_DIRECTORY | O_NOFOLLOW on a link says ENOTDIR (open(2)); say what it is
+            if stat.S_ISLNK(os.lstat(req["state_dir"], dir_fd=run_fd).st_mode):
+                why = _why(OSError(errno.ELOOP, why))
+        except OSError:
+            pass
+        raise Refused(f"{where}: {why}") from None
     finally:
         os.close(run_fd)
     owner = os.fstat(fd).st_uid
@@ -288,16 +348,15 @@ def _do(req: dict[str, Any]) -> dict[str, Any]:
         os.close(state_fd)
 
 
-def child_main(raw: str) -> None:
-    """Entry point of the child (see the module docstring): run the JSON request ``raw`` and
-    print a one-line JSON answer, ``{"ok": ..., "already": ..., "error": ...}``."""
+def child_answer(req: dict[str, Any]) -> dict[str, Any]:
+    """Run the request ``req`` (see :func:`_payload`) in this process, as whoever it is now,
+    and give the answer ``{"ok": ..., "already": ..., "error": ...}``; never raises for a
+    refused or failed file step."""
     try:
-        answer = _do(json.loads(raw))
+        return _do(req)
     except Refused as exc:
-        answer = {"ok": False, "error": str(exc)}
+        return {"ok": False, "error": str(exc)}
     except OSError as exc:
-        answer = {"ok": False, "error": f"{exc.filename or 'state folder'}: {_why(exc)}"}
+        return {"ok": False, "error": f"{exc.filename or 'state folder'}: {_why(exc)}"}
     except (ValueError, KeyError, TypeError) as exc:
-        answer = {"ok": False, "error": f"bad request: {exc}"}
-    sys.stdout.write(json.dumps(answer) + "\n")
-    sys.stdout.flush()
+        return {"ok": False, "error": f"bad request: {exc}"}
