@@ -113,6 +113,9 @@ def _child(req: Request, groups: list[int] | None, out_fd: int) -> None:
     """The forked child: never returns. Only os calls, json and hpcflow.fsutil (no logging,
     no imports, no threads: a forked copy must not wait on a lock another thread held)."""
     try:
+        # Keep only the answer pipe (and stdio): nothing of root's (sockets, logs) stays open.
+        os.closerange(3, out_fd)
+        os.closerange(out_fd + 1, os.sysconf("SC_OPEN_MAX"))
         if groups is not None:
             _become(req.uid, req.gid, groups)
         os.umask(0o077)
