@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 import pytest
 
@@ -45,3 +46,33 @@ def test_a_failed_write_keeps_the_old_file_and_no_temp(tmp_path):
 def test_a_missing_folder_is_an_oserror(tmp_path):
     with pytest.raises(FileNotFoundError):
         fsutil.write_atomic(tmp_path / "no" / "f", "x")
+
+
+def test_write_atomic_at_replaces_a_planted_link_instead_of_writing_through_it(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text("keep\n")
+    folder = tmp_path / "state"
+    folder.mkdir()
+    (folder / "notice-1").symlink_to(target)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fsutil.write_atomic_at(fd, "notice-1", "123\n")
+    finally:
+        os.close(fd)
+    assert target.read_text() == "keep\n"
+    st = (folder / "notice-1").lstat()
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    assert (folder / "notice-1").read_text() == "123\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["notice-1"]  # no temp file left
+
+
+@pytest.mark.parametrize("name", [pytest.param("", id="empty"), pytest.param("a/b", id="slash"),
+                                  pytest.param("..", id="dotdot")])
+def test_write_atomic_at_refuses_a_name_that_is_not_a_plain_file_name(tmp_path, name):
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(ValueError, match="is not a plain file name"):
+            fsutil.write_atomic_at(fd, name, "x")
+    finally:
+        os.close(fd)
+    assert list(tmp_path.iterdir()) == []
