@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NotRegularFile", "fsync_dir", "open_regular", "read_capped", "read_tail",
+__all__ = ["NotRegularFile", "fsync_dir", "open_regular", "read_capped", "read_tail", "write_atomic_at",
            "write_atomic", "write_json_atomic"]
 
 #: The most a record file (ledger, index, JSON record) is read of: far above any real one (a
@@ -75,6 +75,45 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> N
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent if str(path.parent) else Path("."))
+
+
+def write_atomic_at(dir_fd: int, name: str, data: str | bytes, *, mode: int = 0o600) -> None:
+    """Replace the entry ``name`` of the open directory ``dir_fd`` with a regular file holding
+    ``data``, as :func:`write_atomic` does, without following any path: the temp file is created
+    with ``O_CREAT | O_EXCL | O_NOFOLLOW`` inside that directory, and ``rename(2)`` replaces a
+    symlink, FIFO or file of that name rather than writing through it (rename(2): "If newpath
+    is an existing symbolic link, the link is overwritten"). For code that writes into a folder
+    another user controls (hpcflow.spot.jobfiles).
+
+    Args:
+        dir_fd: a directory opened with ``os.open(..., O_DIRECTORY)``.
+        name: a plain file name (no ``/``).
+        data: the content; text is written as UTF-8.
+        mode: the new file's permission bits (less the umask).
+
+    Raises:
+        ValueError: ``name`` is empty or holds a ``/``.
+        OSError: the file system refused the create, write, fsync or rename (``name`` being a
+            directory, say); the temp file is removed.
+    """
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"write_atomic_at: {name!r} is not a plain file name")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    os.fsync(dir_fd)
 
 
 def write_json_atomic(path: Path, payload: Any, *, indent: int | None = 1,

@@ -8,7 +8,8 @@
 # Globals a step may read after parse_common_args: PREFIX (sandbox root, "" for /), DRY_RUN (0/1),
 # LOG_FILE, STATE_DIR, REST_ARGS (arguments this parser did not know, for the step itself).
 # Environment: HPCFLOW_BOOTSTRAP_PREFIX (default for --prefix), HPCFLOW_BOOTSTRAP_LOG (default log
-# file), HPCFLOW_BOOTSTRAP_CACHE (download cache).
+# file), HPCFLOW_BOOTSTRAP_CACHE (download cache), HPCFLOW_BOOTSTRAP_LOOPBACK_HTTP (1: plain http
+# downloads from 127.0.0.1 allowed; every other download URL must be https://).
 
 # shellcheck disable=SC2034  # globals are read by the sourcing step scripts
 STEP_NAME="${STEP_NAME:-$(basename "${0}" .sh)}"
@@ -128,11 +129,28 @@ sha256_of() {
   sha256sum "$1" | cut -d ' ' -f 1
 }
 
+# download_protocols URL: the curl --proto list URL may use, or die. https only, redirects
+# included (curl(1) --proto, --proto-redir): a URL override to http://, file:// or anything else
+# is refused. Plain http only to this node's loopback (127.0.0.1, localhost, [::1]) and only
+# when HPCFLOW_BOOTSTRAP_LOOPBACK_HTTP=1 (a mirror on the node itself; the tests' server).
+download_protocols() {
+  local url="$1"
+  if [[ "${url}" == https://* ]]; then
+    printf '=https'
+  elif [[ "${HPCFLOW_BOOTSTRAP_LOOPBACK_HTTP:-0}" == 1 \
+          && "${url}" =~ ^http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?/ ]]; then
+    printf '=http'
+  else
+    die "download URL '${url}' is not https://; allowed: https:// URLs (plain http:// only to 127.0.0.1 with HPCFLOW_BOOTSTRAP_LOOPBACK_HTTP=1)"
+  fi
+}
+
 # fetch_verified URL SHA256 DEST: download URL to DEST (kept when it already matches) and check
 # its sha256. A mismatch deletes the download and stops: nothing downstream runs.
 fetch_verified() {
-  local url="$1" want="$2" dest="$3" got
+  local url="$1" want="$2" dest="$3" got proto
   [[ "${want}" =~ ^[0-9a-f]{64}$ ]] || die "no valid pinned sha256 for ${url} (got '${want}'): refusing to download an unverified file"
+  proto="$(download_protocols "${url}")" || exit 1
   if [[ -f "${dest}" ]] && [[ "$(sha256_of "${dest}")" == "${want}" ]]; then
     log "cached ${dest} (sha256 ok)"
     return 0
@@ -144,7 +162,8 @@ fetch_verified() {
   need_cmd curl sha256sum
   mkdir -p "$(dirname "${dest}")"
   log "downloading ${url}"
-  curl --fail --silent --show-error --location --retry 3 --output "${dest}.part" "${url}" \
+  curl --fail --silent --show-error --location --proto "${proto}" --proto-redir "${proto}" \
+    --retry 3 --output "${dest}.part" "${url}" \
     || { rm -f "${dest}.part"; die "download failed: ${url}"; }
   got="$(sha256_of "${dest}.part")"
   if [[ "${got}" != "${want}" ]]; then

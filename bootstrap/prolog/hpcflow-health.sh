@@ -11,7 +11,8 @@
 # Usage: hpcflow-health.sh [--dry-run] [--node NAME] [--instance-type TYPE]
 # Environment: SLURMD_NODENAME (the node to drain), HPCFLOW_INSTANCE_TYPE, HPCFLOW_HEALTH_CONF
 #   (default /etc/hpcflow/health.env: INSTANCE_TYPE=..., EXPECT_GPUS=..., EXPECT_EFA=...),
-#   HPCFLOW_HEALTH_LOG (default /var/log/hpcflow-health.log), HPCFLOW_SCONTROL (scontrol path).
+#   HPCFLOW_HEALTH_LOG (default /var/log/hpcflow-health.log), HPCFLOW_SCONTROL (scontrol path),
+#   HPCFLOW_IMDS_ENDPOINT (default http://169.254.169.254).
 # Exit codes: 0 healthy, or an instance type with no known figures (warned); 1 unhealthy (drained).
 # Safe to rerun: it only reads, and drains a node that is already failing.
 #
@@ -26,6 +27,8 @@ readonly CONF="${HPCFLOW_HEALTH_CONF:-/etc/hpcflow/health.env}"
 # fi_info and scontrol.
 PATH="${PATH:-/usr/bin:/bin}:/usr/bin:/bin:/opt/amazon/efa/bin:/opt/slurm/bin"
 readonly LOG="${HPCFLOW_HEALTH_LOG:-/var/log/hpcflow-health.log}"
+# The instance metadata service (EC2 User Guide, IMDSv2); another URL only for tests.
+readonly IMDS="${HPCFLOW_IMDS_ENDPOINT:-http://169.254.169.254}"
 
 log() {
   local line
@@ -91,13 +94,19 @@ efa_count() {
   sed -n 's/^[[:space:]]*domain:[[:space:]]*\([^[:space:]]*\).*/\1/p' <<<"${out}" | sort -u | grep -c . || true
 }
 
+# imds_instance_type: the instance type from IMDSv2, or nothing. Never through a proxy
+# (--noproxy '*'), and the token never on a command line, where ps(1) shows it to every user:
+# curl reads that header from a config on stdin (curl(1), --config "-"), and printf is a shell
+# builtin.
 imds_instance_type() {
   command -v curl >/dev/null 2>&1 || return 0
   local token
-  token="$(curl -fsS -m 2 -X PUT http://169.254.169.254/latest/api/token \
+  token="$(curl -fsS -m 2 --noproxy '*' -X PUT "${IMDS}/latest/api/token" \
     -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' 2>/dev/null)" || return 0
-  curl -fsS -m 2 -H "X-aws-ec2-metadata-token: ${token}" \
-    http://169.254.169.254/latest/meta-data/instance-type 2>/dev/null || true
+  [[ "${token}" =~ ^[A-Za-z0-9+/=_-]+$ ]] || return 0
+  printf 'header = "X-aws-ec2-metadata-token: %s"\n' "${token}" \
+    | curl -fsS -m 2 --noproxy '*' --config - "${IMDS}/latest/meta-data/instance-type" \
+      2>/dev/null || true
 }
 
 drain() {

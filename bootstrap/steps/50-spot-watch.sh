@@ -20,6 +20,9 @@
 # Without --prefix: systemctl daemon-reload, then enable --now (restart when the settings
 # changed). With --prefix: `systemctl --root=PREFIX enable` only (offline; nothing is started).
 # Environment: HPCFLOW_SYSTEMCTL (default systemctl).
+# The service runs as root: --hpcflow, its #! interpreter and its virtual environment must be
+# root-owned and writable by root alone, each folder above them too (else exit 1, naming the
+# part at fault).
 # Exit codes: 0 installed, unchanged or dry run; 1 failure. Safe to rerun: an identical install
 # is left alone.
 set -Eeuo pipefail
@@ -46,10 +49,83 @@ EnvironmentFile=$2
 ExecStart=$1 spot-watch
 Restart=always
 RestartSec=5
+# Root is needed for scancel on any user's job, and to drop to each job's owner for its files
+# (CAP_SETUID, CAP_SETGID); nothing else (docs/spot.md, "What runs as root").
+CapabilityBoundingSet=CAP_SETUID CAP_SETGID
+NoNewPrivileges=yes
+# /usr, /boot and /etc read-only. Not ProtectHome: run directories live under /home too, and
+# the notice files are written there (as each job's owner).
+ProtectSystem=full
+PrivateTmp=yes
+PrivateDevices=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+RestrictSUIDSGID=yes
+RestrictRealtime=yes
+RestrictNamespaces=yes
+LockPersonality=yes
+SystemCallArchitectures=native
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+UMask=0077
 
 [Install]
 WantedBy=multi-user.target
 UNIT_EOF
+}
+
+# path_problem PATH: why PATH cannot be trusted by a root service, or nothing. Trusted: owned by
+# root and writable by no one else; a root-owned folder with the sticky bit (as /tmp) may be
+# writable by all, since others cannot rename or delete what they do not own there (chmod(1),
+# "restricted deletion flag"). A symbolic link only needs a root owner: its target is checked
+# through the resolved path.
+path_problem() {
+  local uid mode kind
+  read -r uid mode kind < <(stat -c '%u %a %F' -- "$1" 2>/dev/null) || { printf 'missing'; return 0; }
+  if [[ "${uid}" != 0 ]]; then
+    printf 'owned by uid %s, not root' "${uid}"
+  elif [[ "${kind}" != "symbolic link" ]] && (((8#${mode}) & 8#022)); then
+    if [[ "${kind}" != directory ]] || ! (((8#${mode}) & 8#1000)); then
+      printf 'writable by group or others (mode %s)' "${mode}"
+    fi
+  fi
+}
+
+# check_trusted WHAT PATH: stop unless PATH, as given and resolved, and every folder above it
+# pass path_problem.
+check_trusted() {
+  local what="$1" path="$2" p problem resolved
+  resolved="$(readlink -f -- "${path}")" || die "${what}: '${path}' cannot be resolved"
+  for p in "${path}" "${resolved}"; do
+    while :; do
+      problem="$(path_problem "${p}")"
+      [[ -z "${problem}" ]] || die "${what}: '${path}' is not safe for a service that runs as root: ${p} is ${problem}; install hpcflow where only root can write (e.g. a venv that root made under /opt)"
+      [[ "${p}" != / ]] || break
+      p="$(dirname -- "${p}")"
+    done
+  done
+}
+
+# check_hpcflow PATH: the command, the interpreter of its #! line, and, when it sits in a
+# virtual environment (pyvenv.cfg two folders up), every file of that environment must be
+# root's alone: whoever can change any of them runs code as root on every node.
+check_hpcflow() {
+  local hpcflow="$1" resolved venv interp="" line="" bad
+  check_trusted --hpcflow "${hpcflow}"
+  resolved="$(readlink -f -- "${hpcflow}")"
+  IFS= read -r line <"${resolved}" || true
+  if [[ "${line}" == '#!'* ]]; then
+    read -r interp _ <<<"${line#'#!'}"
+    [[ "${interp}" != /* ]] || check_trusted "--hpcflow's interpreter" "${interp}"
+  fi
+  venv="$(dirname -- "$(dirname -- "${resolved}")")"
+  if [[ -f "${venv}/pyvenv.cfg" ]]; then
+    bad="$(find "${venv}" ! -type l \( ! -user 0 -o -perm /022 \) -print -quit 2>/dev/null)"
+    [[ -z "${bad}" ]] || die "--hpcflow: '${hpcflow}' is not safe for a service that runs as root: ${bad} (in its environment ${venv}) is $(path_problem "${bad}"); make every file of ${venv} root's, writable only by root"
+  fi
 }
 
 main() {
@@ -77,6 +153,7 @@ main() {
   fi
   [[ "${hpcflow}" == /* && -x "${hpcflow}" ]] || die "--hpcflow: '${hpcflow}' is not an executable absolute path"
   [[ "${hpcflow}" =~ ^[A-Za-z0-9/._+-]+$ ]] || die "--hpcflow: '${hpcflow}' has characters a unit's ExecStart would misread"
+  check_hpcflow "${hpcflow}"
   if [[ -z "${slurm_bin}" ]]; then
     slurm_bin="/opt/slurm/bin"
     if command -v squeue >/dev/null 2>&1; then slurm_bin="$(dirname "$(command -v squeue)")"; fi

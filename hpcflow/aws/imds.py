@@ -16,7 +16,8 @@ rebalance-recommendations.html):
 - "EC2 instance rebalance recommendations": ``/latest/meta-data/events/recommendations/rebalance``
   answers 404 until a recommendation is posted, then ``{"noticeTime": "..."}``.
 
-Plain :mod:`urllib`: no boto3 (the watcher runs on every node, and polls every few seconds).
+Plain :mod:`urllib`, never through a proxy: no boto3 (the watcher runs on every node, and polls
+every few seconds).
 Network errors surface as :class:`ImdsError`; the caller decides to log and poll again.
 """
 
@@ -135,6 +136,11 @@ class ImdsClient:
         self._clock = clock
         self._token: str | None = None
         self._renew_at = 0.0
+        # No proxy, whatever http_proxy/HTTPS_PROXY say: urllib's default opener honours them
+        # (urllib.request.getproxies) unless no_proxy names this address, and a proxy would
+        # see the token, or answer for the metadata service. The per-job watcher inherits the
+        # user's environment.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         #: How many tokens were fetched (for logs and tests).
         self.tokens_fetched = 0
 
@@ -143,7 +149,7 @@ class ImdsClient:
         url = self.endpoint + path
         req = urllib.request.Request(url, method=method, headers=headers or {})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
+            with self._opener.open(req, timeout=self.timeout_s) as resp:  # noqa: S310
                 return resp.status, resp.read().decode("utf-8", errors="replace")
         except urllib.error.HTTPError as exc:
             with exc:

@@ -23,10 +23,11 @@ from hpcflow.cli.output import emit_json, handles_errors
 @click.option("--identity", type=click.Path(dir_okay=False), help="SSH private key file.")
 @click.option("--port", default=22, show_default=True, help="SSH port for hosts without :port.")
 @click.option("--known-hosts", type=click.Path(dir_okay=False),
-              help="known_hosts file to check host keys against (default: ~/.ssh/known_hosts).")
+              help="known_hosts file to check host keys against, only read (default: "
+                   "~/.ssh/known_hosts).")
 @click.option("--accept-new-host-keys", is_flag=True,
-              help="Trust hosts missing from known_hosts on first use (a changed key is "
-                   "always refused).")
+              help="Trust hosts missing from known_hosts on first use, saving their keys in "
+                   "hpcflow's own known_hosts (a changed key is always refused).")
 @click.option("--parallel", default=16, show_default=True, help="Hosts at a time.")
 @click.option("--prefix", help="Install under this root on each host (default: /).")
 @click.option("--instance-type", help="Instance type for the health check (default: instance "

@@ -32,10 +32,11 @@ _OPTIONS = [
     click.option("--identity", type=click.Path(dir_okay=False), metavar="KEYFILE",
                  help="With --host: SSH private key (default: your agent and ~/.ssh keys)."),
     click.option("--known-hosts", type=click.Path(dir_okay=False), metavar="FILE",
-                 help="With --host: known_hosts file (default: ~/.ssh/known_hosts)."),
+                 help="With --host: known_hosts file, only read (default: "
+                      "~/.ssh/known_hosts)."),
     click.option("--accept-new-host-keys", is_flag=True,
-                 help="With --host: trust an unknown head node and save its key (a changed "
-                      "key is always refused)."),
+                 help="With --host: trust an unknown head node and save its key in hpcflow's "
+                      "own known_hosts (a changed key is always refused)."),
 ]
 
 

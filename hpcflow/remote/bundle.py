@@ -9,12 +9,15 @@ the git repository the spec lives in.
   it, so its relative paths mean on the head node what they mean in the checkout. The spec itself
   is the one on disk, uncommitted edits included; every other uncommitted change is left out
   and listed in a warning. ``.hpcflow-code.json`` in the run folder records the commit.
+  Committed files with the well-known names of credentials files (``.env``, ``id_rsa``,
+  ``*.pem``..., :data:`SECRET_NAMES`) are sent too, and listed in a warning.
 
 Both are one gzip tarball, built in memory (pure: no network).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import json
 import subprocess
@@ -38,12 +41,40 @@ class Bundle:
         spec_path: where the spec is inside it (POSIX, relative), what the remote submit gets.
         commit: the snapshot's commit id, or None without ``--code``.
         uncommitted: paths (relative to the repository) whose changes are NOT in the snapshot.
+        secret_like: paths in the snapshot whose names are those of files that usually hold
+            credentials (:func:`secret_like_names`), for a warning.
     """
 
     data: bytes
     spec_path: str
     commit: str | None = None
     uncommitted: list[str] = field(default_factory=list)
+    secret_like: list[str] = field(default_factory=list)
+
+
+#: File names (glob patterns, matched against the last part of a path) of files that usually hold
+#: credentials: dotenv files (python-dotenv's ``.env``), OpenSSH's default private keys (ssh(1),
+#: FILES), the AWS CLI's ``credentials``, ``.netrc`` (curl(1) --netrc), ``.git-credentials``
+#: (git-credential-store(1)), ``.pypirc``, ``.npmrc``, PEM/PKCS#12 keys and Java key stores.
+SECRET_NAMES = (".env", ".env.*", "*.env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519",
+                "id_ecdsa_sk", "id_ed25519_sk", "credentials", ".netrc", "_netrc",
+                ".git-credentials", ".pypirc", ".npmrc", "*.pem", "*.key", "*.p12", "*.pfx",
+                "*.jks", "*.keystore", ".htpasswd")
+#: Names that match a pattern above but are templates by convention (no values in them).
+TEMPLATE_NAMES = (".env.example", ".env.sample", ".env.template", ".env.dist")
+
+
+def secret_like_names(paths: list[str]) -> list[str]:
+    """The paths whose last part is a well-known name of a credentials file (:data:`SECRET_NAMES`,
+    less :data:`TEMPLATE_NAMES`), sorted. Pure: the files are not read."""
+    out = []
+    for path in paths:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name in TEMPLATE_NAMES:
+            continue
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in SECRET_NAMES):
+            out.append(path)
+    return sorted(out)
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -113,14 +144,17 @@ def code_snapshot(spec: Path) -> Bundle:
                 next(entries, None)
     uncommitted = sorted(p for p in changed if p != rel)
     buf = io.BytesIO()
+    sent = []
     with tarfile.open(fileobj=buf, mode="w:gz") as out, \
             tarfile.open(fileobj=io.BytesIO(archive.stdout), mode="r:") as tree:
         for member in tree:
             if member.name.rstrip("/") == rel or member.type == tarfile.XGLTYPE:
                 continue
             out.addfile(member, tree.extractfile(member) if member.isfile() else None)
+            if member.isfile():
+                sent.append(member.name)
         _add_bytes(out, rel, text)
         record = {"repository": str(repo), "commit": commit, "spec": rel,
                   "uncommitted_not_sent": uncommitted}
         _add_bytes(out, CODE_RECORD, (json.dumps(record, indent=2) + "\n").encode())
-    return Bundle(buf.getvalue(), rel, commit, uncommitted)
+    return Bundle(buf.getvalue(), rel, commit, uncommitted, secret_like_names(sent))

@@ -204,6 +204,12 @@ def run_remote(opts: RemoteOptions, command: str, args: Sequence[str], *,
             more = f" and {len(bundle.uncommitted) - 10} more" if len(bundle.uncommitted) > 10 else ""
             note(f"hpcflow: warning: uncommitted changes are NOT sent (the snapshot is commit "
                  f"{bundle.commit[:12]}, plus the spec as it is on disk): {shown}{more}")
+        if bundle.secret_like:
+            shown = ", ".join(bundle.secret_like[:10])
+            more = f" and {len(bundle.secret_like) - 10} more" if len(bundle.secret_like) > 10 else ""
+            note(f"hpcflow: warning: --code sends committed files whose names are those of "
+                 f"credentials files: {shown}{more}; if they hold secrets, remove them from the "
+                 "commit (git rm --cached) or mark them export-ignore in .gitattributes")
     conn = open_connection(opts.host, identity=opts.identity, known_hosts=opts.known_hosts,
                            accept_new_host_keys=opts.accept_new_host_keys,
                            auth_hint="check the user in --host and --identity, or your SSH agent")

@@ -1,11 +1,15 @@
 """One SSH connection with checked host keys (fabric/paramiko), shared by the bootstrap fan-out
 and by remote mode (``hpcflow --host``).
 
-Host keys are checked against one known_hosts file (``~/.ssh/known_hosts`` unless given): a host
-whose key is not in it is refused unless ``accept_new_host_keys`` is set, which saves the new
-key to that file; a host whose key differs from the recorded one is always refused (paramiko
-raises ``BadHostKeyException``). Authentication uses the given key file, else the SSH agent and
-the default keys in ``~/.ssh`` (paramiko's ``look_for_keys``/``allow_agent``).
+Host keys are checked against the user's known_hosts file (``~/.ssh/known_hosts`` unless given),
+which hpcflow only reads, and hpcflow's own (:func:`accepted_keys_file`): a host whose key is in
+neither is refused unless ``accept_new_host_keys`` is set, which saves the new key to hpcflow's
+own file, never to the user's (paramiko rewrites a file it saves to whole, dropping comments and
+lines of key types it does not know; ``SSHClient.save_host_keys`` writes only the keys loaded
+with ``load_host_keys``, not those of ``load_system_host_keys``). A host whose key differs from
+a recorded one, in either file, is always refused (paramiko raises ``BadHostKeyException``).
+Authentication uses the given key file, else the SSH agent and the default keys in ``~/.ssh``
+(paramiko's ``look_for_keys``/``allow_agent``).
 
 fabric and paramiko are imported inside the functions that use them.
 """
@@ -28,6 +32,8 @@ DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 #: ``[user@]host[:port]``; the host may be a Slurm hostlist (``node[1-4]``) where lists are allowed.
 HOST_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9._\[\],-]+?)"
                      r"(?::(?P<port>\d+))?$")
+#: hpcflow's own known_hosts, in its per-user state folder: keys accepted on first use.
+ACCEPTED_KNOWN_HOSTS_FILE = "known_hosts"
 _KNOWN_HOSTS_LOCK = threading.Lock()
 #: The exit code of a connection that could not be made (what ``ssh`` itself returns).
 CONNECT_EXIT = 255
@@ -82,6 +88,14 @@ def ensure_file(path: Path) -> None:
         path.touch(mode=0o600)
 
 
+def accepted_keys_file() -> Path:
+    """hpcflow's own known_hosts (``<hpcflow state folder>/known_hosts``, see
+    :func:`hpcflow.jobs.records.hpcflow_home`), where ``--accept-new-host-keys`` saves keys."""
+    from hpcflow.jobs.records import hpcflow_home
+
+    return hpcflow_home() / ACCEPTED_KNOWN_HOSTS_FILE
+
+
 def fingerprint(key: object) -> str:
     """``SHA256:<base64>``, as ``ssh-keygen -l`` prints a key's fingerprint."""
     digest = hashlib.sha256(key.asbytes()).digest()  # type: ignore[attr-defined]
@@ -94,7 +108,7 @@ def connect_error(host: Host, exc: BaseException, known_hosts: Path,
     import paramiko
 
     if isinstance(exc, paramiko.BadHostKeyException):
-        name = f"[{host.host}]:{host.port}" if host.port != 22 else host.host
+        name = _known_name(host)
         return (f"host key of {host.label} does NOT match {known_hosts} (got {exc.key.get_name()} "
                 f"{fingerprint(exc.key)}, expected {fingerprint(exc.expected_key)}): refused. "
                 "If the host was rebuilt on purpose, remove the old key with: "
@@ -108,7 +122,7 @@ def connect_error(host: Host, exc: BaseException, known_hosts: Path,
         return (f"{host.label} is not in {known_hosts}: refused (add its key with "
                 f"ssh-keyscan -p {host.port} -H {shlex.quote(host.host)} >> "
                 f"{shlex.quote(str(known_hosts))}, or pass --accept-new-host-keys to trust it "
-                "on first use)")
+                f"on first use and save its key to {accepted_keys_file()})")
     return f"cannot connect to {host.label}: {type(exc).__name__}: {exc}"
 
 
@@ -119,8 +133,10 @@ def open_connection(host: Host, *, identity: str | None = None, known_hosts: str
 
     Args:
         identity: a private key file; None = the SSH agent and the default keys in ``~/.ssh``.
-        known_hosts: the known_hosts file (created empty if missing); None = ``~/.ssh/known_hosts``.
-        accept_new_host_keys: trust a host missing from known_hosts and save its key there.
+        known_hosts: the user's known_hosts file, only read (a missing one holds no keys); None
+            = ``~/.ssh/known_hosts``.
+        accept_new_host_keys: trust a host found in neither file and save its key to
+            :func:`accepted_keys_file` (created 0600 in a 0700 folder if missing).
         connect_timeout_s: TCP connect timeout, seconds.
 
     Raises:
@@ -138,17 +154,60 @@ def open_connection(host: Host, *, identity: str | None = None, known_hosts: str
         kwargs["key_filename"] = [identity]
     conn = Connection(host.host, user=host.user, port=host.port, connect_timeout=connect_timeout_s,
                       connect_kwargs=kwargs)
-    # One file, read and written: a key accepted on first use is saved to it (paramiko's
-    # AutoAddPolicy saves to the file load_host_keys read), so a later change is refused.
+    # The user's file is read as "system" keys, never written; hpcflow's own file is read and
+    # written: a key accepted on first use is saved to it (paramiko's AutoAddPolicy saves to
+    # the file load_host_keys read), so a later change is refused.
     path = Path(known_hosts).expanduser() if known_hosts else DEFAULT_KNOWN_HOSTS.expanduser()
+    own = accepted_keys_file()
     conn.client.set_missing_host_key_policy(AutoAddPolicy() if accept_new_host_keys
                                             else RejectPolicy())
     try:
         with _KNOWN_HOSTS_LOCK:  # hosts in parallel: each sees the keys the others saved
-            ensure_file(path)
-            conn.client.load_host_keys(str(path))
+            if path.is_file():
+                _load_user_keys(conn.client, path)
+            ensure_file(own)
+            conn.client.load_host_keys(str(own))
             conn.open()
     except Exception as exc:  # noqa: BLE001 - any connect failure is explained the same way
         conn.close()
-        raise RemoteError(connect_error(host, exc, path, auth_hint)) from None
+        import paramiko
+
+        recorded_in = path
+        if isinstance(exc, paramiko.BadHostKeyException):
+            recorded_in = own if conn.client.get_host_keys().lookup(_known_name(host)) else path
+        raise RemoteError(connect_error(host, exc, recorded_in, auth_hint)) from None
     return conn
+
+
+def _known_name(host: Host) -> str:
+    """The name a known_hosts file records a host under (sshd(8), SSH_KNOWN_HOSTS FILE FORMAT)."""
+    return f"[{host.host}]:{host.port}" if host.port != 22 else host.host
+
+
+def _load_user_keys(client: Any, path: Path) -> None:
+    """Load the user's known_hosts as paramiko's read-only "system" keys, one line at a time:
+    paramiko's own reader stops at the first line it cannot parse (``InvalidHostKey``), such as
+    OpenSSH's ``@cert-authority`` and ``@revoked`` markers (sshd(8), SSH_KNOWN_HOSTS FILE
+    FORMAT), which it does not support. Those lines are skipped here; the file is not changed.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    import tempfile
+
+    from paramiko.hostkeys import HostKeyEntry
+
+    kept = []
+    for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith(("#", "@")):
+            continue
+        try:
+            if HostKeyEntry.from_line(text, lineno) is not None:
+                kept.append(text)
+        except Exception:  # noqa: BLE001, S112 - a line paramiko cannot read holds no key for it
+            continue
+    with tempfile.NamedTemporaryFile("w", prefix="hpcflow-known-hosts-", suffix=".txt") as fh:
+        fh.write("".join(f"{k}\n" for k in kept))
+        fh.flush()
+        client.load_system_host_keys(fh.name)

@@ -12,6 +12,7 @@ alone. The signal goes to the batch shell only, as Slurm's own ``--signal=B:`` w
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from hpcflow.slurm.client import Runner, SlurmClient, run_command
 
 #: Signals hpcflow's batch script can trap as its warning (the spec's ``preemption.signal``).
 SIGNALS = ("USR1", "USR2")
+#: ``UserId``/``GroupId`` as ``scontrol show job`` prints them: ``name(number)``, or a bare number.
+_ID_RE = re.compile(r"[^()\s]*\((\d+)\)|(\d+)")
 
 
 @dataclass(frozen=True)
@@ -33,12 +36,24 @@ class NodeJob:
         run_dir: its run directory (the state folder and ledger live under it).
         signal: the warning signal its batch script traps (``USR1`` or ``USR2``).
         restart: ``Restarts`` from ``scontrol show job`` (the attempt's ``SLURM_RESTART_COUNT``).
+        uid: the job's owner, the number in ``UserId=name(uid)`` of ``scontrol show job``
+            (None when Slurm did not say: then nothing in its run directory is touched).
+        gid: the job's group, from ``GroupId=name(gid)``.
     """
 
     job_id: str
     run_dir: Path
     signal: str
     restart: int
+    uid: int | None = None
+    gid: int | None = None
+
+
+def parse_id(value: str | None) -> int | None:
+    """The number of an ``scontrol show job`` id field: ``alice(1000)`` -> 1000 (a bare
+    ``1000`` too); None when there is none."""
+    match = _ID_RE.fullmatch((value or "").strip())
+    return int(match.group(1) or match.group(2)) if match else None
 
 
 def parse_batch_script(text: str) -> tuple[Path, str] | None:
@@ -118,7 +133,8 @@ class NodeJobs:
             return None
         record = self._client.show_job(job_id) or {}
         restarts = record.get("Restarts", "0")
-        return NodeJob(job_id, parsed[0], parsed[1], int(restarts) if restarts.isdigit() else 0)
+        return NodeJob(job_id, parsed[0], parsed[1], int(restarts) if restarts.isdigit() else 0,
+                       parse_id(record.get("UserId")), parse_id(record.get("GroupId")))
 
     def warn(self, job: NodeJob) -> None:
         """Send the job's warning signal to its batch shell (``scancel --signal=SIG --batch``).

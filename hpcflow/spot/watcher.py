@@ -6,9 +6,16 @@ on this node is sent down the same path as Slurm's own end-of-time warning (docs
 
 1. the notice file ``<run_dir>/.hpcflow/notice-<job>`` gets the notice's time (Unix seconds), so
    the batch script's trap takes it as the deadline;
-2. a ``spot_notice`` event is appended to the job's ledger (for ``hpcflow report``);
-3. the job's warning signal (``preemption.signal``) goes to its batch shell:
-   ``scancel --signal=USR1 --batch <job>``.
+2. the job's warning signal (``preemption.signal``) goes to its batch shell:
+   ``scancel --signal=USR1 --batch <job>``;
+3. once every job is signalled, a ``spot_notice`` event is appended to each job's ledger (for
+   ``hpcflow report``).
+
+The watcher runs as root on a node, and a run directory is its user's: steps 1 and 3, and the
+ledger read that finds a notice already handed over, run in child processes started as the
+job's owner, all jobs at once, within ``job_bound_s`` (:mod:`hpcflow.spot.jobfiles`). Only
+Slurm's commands run as root. A job whose files cannot be written, or whose step timed out, is
+signalled all the same.
 
 It acts once per notice per job: a job requeued onto the same node while the same notice is
 still posted is left alone, also by a watcher started after the notice was handed over (the
@@ -20,7 +27,6 @@ logged and the next poll tries again: the watcher never stops on its own.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -30,7 +36,7 @@ from pathlib import Path
 from hpcflow import protocol
 from hpcflow.aws.imds import ImdsClient, SpotNotice
 from hpcflow.errors import HpcflowError
-from hpcflow.jobs import records
+from hpcflow.spot import jobfiles
 from hpcflow.spot.nodejobs import NodeJob, NodeJobs
 
 #: The ledger event the watcher appends (docs/protocol.md, "Ledger").
@@ -38,6 +44,10 @@ EVENT = protocol.EVENT_SPOT_NOTICE
 #: AWS recommends checking for interruption notices every 5 seconds (EC2 User Guide, "Spot
 #: Instance interruption notices").
 DEFAULT_INTERVAL_S = 5.0
+#: Seconds the file steps of one poll may take in all (each job's notice file or ledger line,
+#: done by a child process as the job's owner, all jobs at once): a hung or hostile run
+#: directory delays the other jobs' signals by at most this.
+DEFAULT_JOB_BOUND_S = 5.0
 
 log = logging.getLogger("hpcflow.spot")
 
@@ -72,18 +82,6 @@ class PollResult:
     error_codes: list[int] = field(default_factory=list)
 
 
-def _hand_to_owner(path: Path, like: Path) -> None:
-    """Give ``path`` the owner of ``like`` when running as root, so the job's user (who owns
-    the run directory) keeps full control of what the watcher wrote there."""
-    if os.geteuid() != 0:
-        return
-    try:
-        st = like.stat()
-        os.chown(path, st.st_uid, st.st_gid)
-    except OSError:
-        pass
-
-
 class SpotWatcher:
     """Polls IMDS and hands interruption notices to the hpcflow jobs on ``node``.
 
@@ -93,18 +91,21 @@ class SpotWatcher:
         jobs: Slurm's view of the node's jobs.
         only_jobs: act only on these job ids (default: every hpcflow job on the node).
         clock: Unix time in seconds (a seam for tests).
+        job_bound_s: seconds the file steps of one poll may take (:data:`DEFAULT_JOB_BOUND_S`).
     """
 
     def __init__(self, imds: ImdsClient, node: str, jobs: NodeJobs | None = None, *,
                  only_jobs: Collection[str] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 job_bound_s: float = DEFAULT_JOB_BOUND_S) -> None:
         self.imds = imds
         self.node = node
         self.jobs = jobs or NodeJobs()
         self.only_jobs = frozenset(only_jobs) if only_jobs else None
         self._clock = clock
+        self.job_bound_s = job_bound_s
         self._acted: set[tuple[int, str]] = set()  # (notice time, job id): signal sent
-        self._noted: set[tuple[int, str]] = set()  # (notice time, job id): file + ledger done
+        self._prepared: set[tuple[int, str]] = set()  # (notice time, job id): notice file done
         self._skipped: set[str] = set()  # jobs that are not hpcflow's
         self._rebalance_seen: str | None = None
         self._notice_seen: SpotNotice | None = None
@@ -138,67 +139,91 @@ class SpotWatcher:
         except HpcflowError as exc:
             self._error(result, f"listing the jobs on {self.node}: {exc}", exc)
             return result
+        jobs: list[NodeJob] = []
         for job_id in job_ids:
             if (result.notice.time_s, job_id) in self._acted or job_id in self._skipped:
                 continue
             if self.only_jobs is not None and job_id not in self.only_jobs:
                 continue
             try:
-                action = self._act(job_id, result.notice)
-            except (HpcflowError, OSError) as exc:
+                job = self.jobs.describe(job_id)
+            except HpcflowError as exc:
                 self._error(result, f"job {job_id}: {exc}", exc)
                 continue
-            if action is not None:
-                result.actions.append(action)
+            if job is None:
+                self._skipped.add(job_id)
+                log.info("job %s on %s is not an hpcflow job: left alone", job_id, self.node)
+                continue
+            jobs.append(job)
+        if jobs:
+            self._hand_over(jobs, result.notice, result)
         return result
 
-    def _act(self, job_id: str, notice: SpotNotice) -> Action | None:
-        job = self.jobs.describe(job_id)
-        if job is None:
-            self._skipped.add(job_id)
-            log.info("job %s on %s is not an hpcflow job: left alone", job_id, self.node)
-            return None
-        path = protocol.state_dir(job.run_dir) / protocol.notice_name(job.job_id)
-        key = (notice.time_s, job.job_id)
-        if key not in self._noted and self._in_ledger(job, notice):
-            # A watcher that started after this notice was handed over (a restarted service,
-            # or the next attempt's own watcher) leaves the job alone.
-            self._acted.add(key)
-            log.info("job %s already got this notice (its ledger says so): left alone", job.job_id)
-            return None
-        if key not in self._noted:
+    def _hand_over(self, jobs: list[NodeJob], notice: SpotNotice, result: PollResult) -> None:
+        """Notice files (each job's deadline, read by its trap), then every signal, then the
+        ledger records. The file steps run as each job's owner, all jobs at once, within
+        ``job_bound_s`` (hpcflow.spot.jobfiles); a job whose step failed or timed out is
+        signalled all the same."""
+        fresh = [j for j in jobs if (notice.time_s, j.job_id) not in self._prepared]
+        prepared = self._in_run_dirs(fresh, jobfiles.PREPARE, notice)
+        signalled: list[NodeJob] = []
+        for job in jobs:
+            key = (notice.time_s, job.job_id)
+            outcome = prepared.get(job.job_id)
+            if outcome is not None:
+                self._prepared.add(key)
+                if outcome.already:
+                    # A watcher that started after this notice was handed over (a restarted
+                    # service, or the next attempt's own watcher) leaves the job alone.
+                    self._acted.add(key)
+                    log.info("job %s already got this notice (its ledger says so): left alone",
+                             job.job_id)
+                    continue
+                if not outcome.ok:
+                    log.error("job %s: cannot write the notice file under %s (%s); sending the "
+                              "signal all the same (its deadline stays the time limit)",
+                              job.job_id, job.run_dir, outcome.error)
             try:
-                self._write_notice(job, path, notice)
-            except OSError as exc:  # e.g. root squash on a shared filesystem
-                log.error("job %s: cannot write the notice file or ledger event under %s (%s); "
-                          "sending the signal all the same (its deadline stays the time limit)",
-                          job.job_id, job.run_dir, exc.strerror or exc)
-            self._noted.add(key)
-        self.jobs.warn(job)
-        self._acted.add(key)
-        log.warning("job %s: spot notice (%s at %s) -> wrote %s, sent %s to its batch shell "
-                    "(scancel --signal=%s --batch %s)", job.job_id, notice.action, notice.raw,
-                    path, job.signal, job.signal, job.job_id)
-        return Action(job.job_id, job.signal, path, notice)
+                self.jobs.warn(job)
+            except HpcflowError as exc:
+                self._error(result, f"job {job.job_id}: {exc}", exc)
+                continue
+            self._acted.add(key)
+            path = protocol.state_dir(job.run_dir) / protocol.notice_name(job.job_id)
+            wrote = f"wrote {path}" if outcome is None or outcome.ok else "no notice file"
+            log.warning("job %s: spot notice (%s at %s) -> %s, sent %s to its batch shell "
+                        "(scancel --signal=%s --batch %s)", job.job_id, notice.action, notice.raw,
+                        wrote, job.signal, job.signal, job.job_id)
+            result.actions.append(Action(job.job_id, job.signal, path, notice))
+            signalled.append(job)
+        for job_id, outcome in self._in_run_dirs(signalled, jobfiles.RECORD, notice).items():
+            if not outcome.ok:
+                log.error("job %s: cannot append the %s event to its ledger (%s)", job_id, EVENT,
+                          outcome.error)
 
-    @staticmethod
-    def _in_ledger(job: NodeJob, notice: SpotNotice) -> bool:
-        return any(e.get("event") == EVENT and e.get("notice_time") == notice.time_s
-                   for e in records.job_events(job.run_dir, job.job_id))
-
-    def _write_notice(self, job: NodeJob, path: Path, notice: SpotNotice) -> None:
-        state = protocol.state_dir(job.run_dir)
-        records.write_atomic(path, f"{notice.time_s}\n")
-        _hand_to_owner(path, state)
-        ledger = protocol.ledger_path(job.run_dir)
-        existed = ledger.exists()
-        records.append_jsonl(ledger, {
-            "event": EVENT, "time": int(self._clock()), "job_id": job.job_id,
-            "restart": job.restart, "action": notice.action, "notice_time": notice.time_s,
-            "node": self.node, "signal": job.signal,
-        })
-        if not existed:
-            _hand_to_owner(ledger, state)
+    def _in_run_dirs(self, jobs: list[NodeJob], op: str,
+                     notice: SpotNotice) -> dict[str, jobfiles.Outcome]:
+        """Run ``op`` in each job's state folder as the job's owner; a job whose owner Slurm
+        did not name gets an error outcome and its folder is left alone."""
+        outcomes: dict[str, jobfiles.Outcome] = {}
+        requests: list[jobfiles.Request] = []
+        for job in jobs:
+            if job.uid is None or job.gid is None:
+                outcomes[job.job_id] = jobfiles.Outcome(
+                    False, error="scontrol show job names no UserId/GroupId: run directory "
+                                 "left alone")
+                continue
+            event = None
+            if op == jobfiles.RECORD:
+                event = {"event": EVENT, "time": int(self._clock()), "job_id": job.job_id,
+                         "restart": job.restart, "action": notice.action,
+                         "notice_time": notice.time_s, "node": self.node, "signal": job.signal}
+            requests.append(jobfiles.Request(op, job.run_dir, job.uid, job.gid, job.job_id,
+                                             notice.time_s, event))
+        if requests:
+            done = jobfiles.run_as_owners(requests, bound_s=self.job_bound_s)
+            outcomes.update({r.job_id: o for r, o in zip(requests, done, strict=True)})
+        return outcomes
 
     def _error(self, result: PollResult, message: str, exc: Exception) -> None:
         result.errors.append(message)

@@ -7,10 +7,12 @@ What it imitates (EC2 User Guide, IMDSv2 and "Spot Instance interruption notices
   known and not expired: else 401.
 - ``spot/instance-action``: 404 until a notice is posted, then ``{"action", "time"}``.
 - ``events/recommendations/rebalance``: 404 until posted, then ``{"noticeTime"}``.
+- ``instance-type``: 404 until set, then the type as plain text (``p5.48xlarge``).
 
 The test drives it through paths of its own (never part of IMDS):
 - ``POST /_fake/notice`` body ``{"action": "terminate", "in_s": 120}`` posts a notice (``DELETE``
-  withdraws it); ``POST /_fake/rebalance`` likewise (``{"in_s": 0}``);
+  withdraws it); ``POST /_fake/rebalance`` likewise (``{"in_s": 0}``); ``POST
+  /_fake/instance-type`` body ``{"type": "p5.48xlarge"}`` sets the instance type;
 - ``POST /_fake/expire`` expires every token; ``POST /_fake/down`` body ``{"polls": N}`` makes the
   next N metadata GETs drop the connection (a network error);
 - ``GET /_fake/stats`` -> counters ``{"tokens", "gets", "unauthorized", "ttl_seen"}``.
@@ -31,6 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 TOKEN_PATH = "/latest/api/token"
 ACTION_PATH = "/latest/meta-data/spot/instance-action"
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
+INSTANCE_TYPE_PATH = "/latest/meta-data/instance-type"
 
 
 def utc(t: float) -> str:
@@ -43,6 +46,7 @@ class State:
         self.tokens: dict[str, float] = {}
         self.notice: dict | None = None
         self.rebalance: dict | None = None
+        self.instance_type: str | None = None
         self.down = 0
         self.stats = {"tokens": 0, "gets": 0, "unauthorized": 0, "ttl_seen": []}
 
@@ -100,6 +104,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.stats["unauthorized"] += 1
                 return self._send(401, "Unauthorized")
             doc = {ACTION_PATH: st.notice, REBALANCE_PATH: st.rebalance}.get(self.path)
+            if self.path == INSTANCE_TYPE_PATH and st.instance_type:
+                return self._send(200, st.instance_type)
         if doc is None:
             return self._send(404, "Not Found")
         return self._send(200, json.dumps(doc), "text/plain")
@@ -113,6 +119,8 @@ class Handler(BaseHTTPRequestHandler):
                              "time": utc(time.time() + float(body.get("in_s", 120)))}
             elif self.path == "/_fake/rebalance":
                 st.rebalance = {"noticeTime": utc(time.time() + float(body.get("in_s", 0)))}
+            elif self.path == "/_fake/instance-type":
+                st.instance_type = str(body.get("type", ""))
             elif self.path == "/_fake/expire":
                 st.tokens = {k: 0.0 for k in st.tokens}
             elif self.path == "/_fake/down":

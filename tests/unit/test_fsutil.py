@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 import pytest
 
@@ -75,3 +76,31 @@ def test_read_tail_keeps_the_end_and_says_how_much_was_left_out(tmp_path):
     assert fsutil.read_tail(tmp_path / "f", 4) == (b"6789", 6)
     assert fsutil.read_tail(tmp_path / "f", 40) == (b"0123456789", 0)
     assert fsutil.read_capped(tmp_path / "f", 3) == b"012"
+def test_write_atomic_at_replaces_a_planted_link_instead_of_writing_through_it(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text("keep\n")
+    folder = tmp_path / "state"
+    folder.mkdir()
+    (folder / "notice-1").symlink_to(target)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fsutil.write_atomic_at(fd, "notice-1", "123\n")
+    finally:
+        os.close(fd)
+    assert target.read_text() == "keep\n"
+    st = (folder / "notice-1").lstat()
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    assert (folder / "notice-1").read_text() == "123\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["notice-1"]  # no temp file left
+
+
+@pytest.mark.parametrize("name", [pytest.param("", id="empty"), pytest.param("a/b", id="slash"),
+                                  pytest.param("..", id="dotdot")])
+def test_write_atomic_at_refuses_a_name_that_is_not_a_plain_file_name(tmp_path, name):
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(ValueError, match="is not a plain file name"):
+            fsutil.write_atomic_at(fd, name, "x")
+    finally:
+        os.close(fd)
+    assert list(tmp_path.iterdir()) == []

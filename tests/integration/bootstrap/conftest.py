@@ -140,6 +140,7 @@ def sandbox(tmp_path: Path):
         "HPCFLOW_NCCL_TESTS_URL": f"{url}/nccl-tests.tar.gz",
         "HPCFLOW_NCCL_TESTS_SHA256": sums["nccl-tests.tar.gz"],
         "HPCFLOW_CUDA_HOME": "/usr/local/cuda",
+        "HPCFLOW_BOOTSTRAP_LOOPBACK_HTTP": "1",  # the server above is plain http on loopback
     }
     try:
         yield Sandbox(root, www, url, env, sums)

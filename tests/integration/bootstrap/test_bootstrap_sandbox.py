@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 BOOTSTRAP = Path(__file__).resolve().parents[3] / "bootstrap"
 
 STEPS = "efa,nccl,nccl-tests,healthcheck"
@@ -53,6 +55,22 @@ def test_wrong_sha256_stops_before_anything_is_installed(sandbox):
     assert not (sandbox.root / "efa-installer-calls").exists()
     assert not (sandbox.root / "opt").exists()
     assert not list((sandbox.root / "var/cache").rglob("*.tar.gz*"))
+
+
+@pytest.mark.parametrize(("url", "loopback_http"), [
+    pytest.param("file:///etc/shadow", "1", id="file"),
+    pytest.param("http://example.com/nccl.tar.gz", "1", id="http-elsewhere"),
+    pytest.param("ftp://127.0.0.1/nccl.tar.gz", "1", id="ftp"),
+    pytest.param(None, "0", id="loopback-http-not-allowed"),
+])
+def test_a_download_url_that_is_not_https_is_refused(sandbox, url, loopback_http):
+    url = url or sandbox.url + "/nccl.tar.gz"
+    proc = sandbox.run("steps/20-nccl.sh", HPCFLOW_NCCL_URL=url,
+                       HPCFLOW_BOOTSTRAP_LOOPBACK_HTTP=loopback_http)
+    assert proc.returncode == 1
+    assert f"download URL '{url}' is not https://; allowed: https:// URLs" in proc.stderr
+    assert not list((sandbox.root / "var/cache").rglob("*.tar.gz*"))
+    assert not (sandbox.root / "opt").exists()
 
 
 def test_dry_run_changes_nothing(sandbox):

@@ -102,20 +102,24 @@ def test_an_unknown_host_is_refused_unless_accepted(sandbox, start_sshd, ssh_cli
 def test_a_key_accepted_on_first_use_is_saved_and_a_later_change_refused(
         sandbox, start_sshd, ssh_client_key, tmp_path):
     a = start_sshd("a", _host_env(sandbox, "a"))
-    home = tmp_path / "home"  # no ~/.ssh yet: created as ssh would
+    home = tmp_path / "home"  # no ~/.ssh, no hpcflow state folder yet
     args = ("--hosts", f"127.0.0.1:{a.port}", "--steps", "efa", "--dry-run", "--identity",
             str(ssh_client_key), "--accept-new-host-keys", "--json")
 
     def run():
         cmd = [sys.executable, "-m", "hpcflow", "bootstrap", "--user", "root", *args]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "HOME": str(home), "COLUMNS": "200"})
+                              env={**{k: v for k, v in os.environ.items()
+                                      if k not in ("HPCFLOW_HOME", "XDG_STATE_HOME")},
+                                   "HOME": str(home), "COLUMNS": "200"})
 
     first = run()
     assert first.returncode == 0, first.stdout + first.stderr
-    saved = home / ".ssh" / "known_hosts"
+    saved = home / ".local/state/hpcflow/known_hosts"  # hpcflow's own file
     assert f"[127.0.0.1]:{a.port} " in saved.read_text()
     assert oct(saved.stat().st_mode & 0o777) == "0o600"
+    assert oct(saved.parent.stat().st_mode & 0o777) == "0o700"
+    assert not (home / ".ssh" / "known_hosts").exists()  # the user's file is only read
     other = tmp_path / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     _known_hosts(saved, (a.port, Path(f"{other}.pub").read_text().strip()))  # the host "changed"

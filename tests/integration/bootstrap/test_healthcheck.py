@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +113,31 @@ def test_missing_gpu_drains_the_node_on_the_local_cluster(sandbox):
             subprocess.run(["scontrol", "update", "NodeName=n2", "State=RESUME"], check=False,
                            timeout=30)
     assert "DRAIN" not in _node("n2")["State"]
+
+
+def test_the_imds_token_is_never_on_a_command_line(sandbox, imds, tmp_path):
+    """The type comes from IMDSv2 when nothing names it; curl's argv (what ps(1) shows every
+    user) carries no token, and no proxy from the environment is asked."""
+    import json
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(
+        imds.url + "/_fake/instance-type", data=json.dumps({"type": "p5.48xlarge"}).encode(),
+        method="POST"), timeout=5).read()
+    calls, stubs = tmp_path / "curl-argv", tmp_path / "curl-stub"
+    stubs.mkdir()
+    real = shutil.which("curl")
+    (stubs / "curl").write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$*" >>"{calls}"\n'
+                                f'exec {real} "$@"\n')
+    (stubs / "curl").chmod(0o755)
+    prolog = Path(__file__).resolve().parents[3] / "bootstrap" / "prolog" / "hpcflow-health.sh"
+    proc = _prolog(sandbox, prolog, HPCFLOW_IMDS_ENDPOINT=imds.url,
+                   HPCFLOW_HEALTH_CONF=str(tmp_path / "none.env"),
+                   PATH=f"{stubs}:{sandbox.env['PATH']}", http_proxy="http://127.0.0.1:9",
+                   HTTP_PROXY="http://127.0.0.1:9")
+    assert proc.returncode == 0, proc.stderr
+    assert "ok: p5.48xlarge: 8 GPUs, 32 EFA devices" in proc.stderr
+    argv = calls.read_text()
+    tokens = list(imds.state.tokens)
+    assert len(tokens) == 1 and argv.count("\n") == 2
+    assert tokens[0] not in argv and "X-aws-ec2-metadata-token:" not in argv

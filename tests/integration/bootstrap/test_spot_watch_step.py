@@ -6,6 +6,7 @@ imitates IMDSv2 (tests/programs/fake_imds.py); a rerun changes nothing; bad inpu
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -43,6 +44,9 @@ def test_installs_an_enabled_unit_whose_command_polls_imds(sandbox, hpcflow_cmd,
     unit = (root / UNIT).read_text()
     assert f"ExecStart={hpcflow_cmd} spot-watch\n" in unit
     assert "EnvironmentFile=/etc/hpcflow/spot-watch.env\n" in unit and "Restart=always\n" in unit
+    for hardening in ("NoNewPrivileges=yes", "ProtectSystem=full", "PrivateTmp=yes",
+                      "CapabilityBoundingSet=CAP_SETUID CAP_SETGID", "RestrictSUIDSGID=yes"):
+        assert f"\n{hardening}\n" in unit, hardening
     settings = _settings((root / ENV_FILE).read_text())
     assert settings["HPCFLOW_SPOT_ENDPOINT"] == imds.url
     assert settings["HPCFLOW_SPOT_INTERVAL_S"] == "2" and settings["HPCFLOW_SPOT_NODE"] == "n2"
@@ -112,3 +116,73 @@ def test_without_hpcflow_on_path_it_says_how_to_fix(sandbox):
     proc = sandbox.run("steps/50-spot-watch.sh")
     assert proc.returncode == 1
     assert "hpcflow is not on PATH; install it on the node or give --hpcflow PATH" in proc.stderr
+
+
+def _unsafe_layouts(tmp: Path, uid: int) -> dict[str, tuple[Path, str]]:
+    """What a user could change under a root service: each layout's hpcflow command, and the
+    part the step must name."""
+    def command(path: Path, shebang: str = "/bin/sh") -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"#!{shebang}\nexit 0\n")
+        path.chmod(0o755)
+        return path
+
+    open_dir = tmp / "open"
+    layouts = {"world-writable-folder": (command(open_dir / "hpcflow"), f"{open_dir} is writable "
+                                         "by group or others (mode 777)")}
+    open_dir.chmod(0o777)
+    group_file = command(tmp / "g" / "hpcflow")
+    group_file.chmod(0o775)
+    layouts["group-writable-command"] = (group_file, f"{group_file} is writable by group or "
+                                                     "others (mode 775)")
+    theirs = command(tmp / "u" / "hpcflow")
+    os.chown(theirs, uid, uid)
+    layouts["command-of-another-user"] = (theirs, f"{theirs} is owned by uid {uid}, not root")
+    shared = tmp / "shared-bin"
+    shared.mkdir()
+    (shared / "python3").symlink_to("/bin/sh")
+    shared.chmod(0o777)
+    layouts["interpreter-in-a-world-writable-folder"] = (
+        command(tmp / "i" / "hpcflow", str(shared / "python3")),
+        f"--hpcflow's interpreter: '{shared / 'python3'}' is not safe")
+    venv = tmp / "venv"
+    (venv / "lib").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    planted = venv / "lib" / "sitecustomize.py"
+    planted.write_text("")
+    os.chown(planted, uid, uid)
+    layouts["venv-file-of-another-user"] = (command(venv / "bin" / "hpcflow"),
+                                           f"{planted} (in its environment {venv}) is owned by "
+                                           f"uid {uid}, not root")
+    return layouts
+
+
+UNSAFE = ["world-writable-folder", "group-writable-command", "command-of-another-user",
+          "interpreter-in-a-world-writable-folder", "venv-file-of-another-user"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root-owned layouts need root, as on a node and "
+                    "in CI")
+@pytest.mark.parametrize("layout", [pytest.param(n, id=n) for n in UNSAFE])
+def test_an_hpcflow_others_can_change_is_refused(sandbox, tmp_path, layout):
+    hpcflow, message = _unsafe_layouts(tmp_path / "t", 61999)[layout]
+    proc = sandbox.run("steps/50-spot-watch.sh", "--hpcflow", str(hpcflow))
+    assert proc.returncode == 1, proc.stdout
+    assert message in proc.stderr, proc.stderr
+    assert "is not safe for a service that runs as root" in proc.stderr
+    assert not (sandbox.root / UNIT).exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root-owned layouts need root, as on a node and "
+                    "in CI")
+def test_a_root_owned_sticky_folder_on_the_way_is_accepted(sandbox, tmp_path):
+    sticky = tmp_path / "scratch"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    (sticky / "opt").mkdir(mode=0o755)
+    hpcflow = sticky / "opt" / "hpcflow"
+    hpcflow.write_text("#!/bin/sh\nexit 0\n")
+    hpcflow.chmod(0o755)
+    proc = sandbox.run("steps/50-spot-watch.sh", "--hpcflow", str(hpcflow))
+    assert proc.returncode == 0, proc.stderr
+    assert "Capability" in (sandbox.root / UNIT).read_text()

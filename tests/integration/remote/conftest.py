@@ -32,6 +32,11 @@ class Head:
     def host(self) -> str:
         return f"root@127.0.0.1:{self.port}"
 
+    @property
+    def accepted(self) -> Path:
+        """hpcflow's own known_hosts on this side (keys accepted on first use)."""
+        return self.remote_home.parent / "local" / "known_hosts"
+
     def trust(self) -> None:
         self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {self.host_pub}\n")
 

@@ -55,7 +55,8 @@ def test_the_commands_of_the_doc_run(local_cluster, start_sshd, ssh_client_key, 
             subprocess.run(["scancel", job_id], check=False)
     listed, submitted, status, follow, report, cancel = out
     # first contact saved the head node's key; the run folder went under the remote $HOME
-    assert sshd.host_pub.split()[1] in (laptop / ".ssh" / "known_hosts").read_text()
+    assert sshd.host_pub.split()[1] in (laptop / ".local/state/hpcflow/known_hosts").read_text()
+    assert not (laptop / ".ssh" / "known_hosts").exists()  # the user's file is only read
     assert listed.stdout.strip() and job_id
     assert re.search(rf"uploaded code [0-9a-f]{{12}} and the spec \(\d+ bytes\) to "
                      rf"root@127.0.0.1:{sshd.port}:{re.escape(str(remote_home))}/hpcflow-remote/"

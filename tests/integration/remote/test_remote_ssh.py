@@ -24,19 +24,35 @@ pytestmark = pytest.mark.sshd
 
 
 def test_an_unknown_head_node_is_refused_with_how_to_accept_it(head):
-    head.known_hosts.write_text("")
+    # what paramiko drops when it rewrites a file: a comment, a marker line, an unknown key type
+    user_known_hosts = ("# my hosts, by hand\n"
+                        f"@cert-authority *.example.org {head.host_pub.strip()}\n"
+                        "old.example.org ssh-unknown-type AAAAB3NzaC1yc2EAAAADAQAB\n")
+    head.known_hosts.write_text(user_known_hosts)
     proc = head.hpcflow("list", "--json")
     assert proc.returncode == 255
     err = json.loads(proc.stdout)["error"]
     assert "is not in" in err["message"] and f"ssh-keyscan -p {head.port} -H 127.0.0.1" in err["message"]
-    assert "--accept-new-host-keys" in err["message"]
-    assert head.known_hosts.read_text() == ""
-    # accepted on first use: the key is saved, and the command runs there
+    assert "--accept-new-host-keys" in err["message"] and str(head.accepted) in err["message"]
+    # accepted on first use: the key is saved in hpcflow's own file, and the command runs there
     proc = head.hpcflow("list", "--json", global_args=("--accept-new-host-keys",))
     assert proc.returncode == 0 and json.loads(proc.stdout)["data"] == []
     saved_key = head.host_pub.split()[1]
-    assert saved_key in head.known_hosts.read_text()
+    assert saved_key in head.accepted.read_text()
+    assert head.accepted.stat().st_mode & 0o077 == 0
+    assert head.known_hosts.read_text() == user_known_hosts  # the user's file, untouched
     assert head.hpcflow("list", "--json").returncode == 0
+
+
+def test_a_changed_key_in_hpcflows_own_file_is_refused_and_named(head, tmp_path):
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    head.known_hosts.write_text("")
+    head.accepted.parent.mkdir(parents=True, exist_ok=True)
+    head.accepted.write_text(f"[127.0.0.1]:{head.port} {Path(f'{other}.pub').read_text()}")
+    proc = head.hpcflow("status", "1", global_args=("--accept-new-host-keys",))
+    assert proc.returncode == 255 and "does NOT match" in proc.stderr
+    assert f"ssh-keygen -f {head.accepted} -R '[127.0.0.1]:{head.port}'" in proc.stderr
 
 
 def test_a_changed_host_key_is_refused_even_with_accept_new(head, tmp_path):

@@ -5,7 +5,10 @@ bounded timeouts and network errors."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -126,3 +129,26 @@ def test_parse_utc_is_utc():
 def test_token_ttl_outside_the_imds_range_is_refused(ttl):
     with pytest.raises(ValueError, match="token_ttl_s"):
         ImdsClient("http://127.0.0.1:9", token_ttl_s=ttl)
+
+
+def test_a_proxy_in_the_environment_is_not_used(imds):
+    """The per-job watcher inherits the user's environment: an http_proxy there must neither
+    see the token nor answer for the metadata service. (A fresh interpreter: urllib reads the
+    proxies once, when its default opener is first built.)"""
+    control(imds, "POST", "/_fake/notice", {"action": "stop", "in_s": 120})
+    with socket.socket() as proxy:
+        proxy.bind(("127.0.0.1", 0))
+        proxy.listen(4)
+        proxy.setblocking(False)
+        url = f"http://127.0.0.1:{proxy.getsockname()[1]}"
+        env = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
+        env.update({name: url for name in ("http_proxy", "HTTP_PROXY", "all_proxy")})
+        code = ("import sys, urllib.request; from hpcflow.aws.imds import ImdsClient; "
+                f"assert urllib.request.getproxies()['http'] == {url!r}; "
+                f"print(ImdsClient({imds.url!r}, timeout_s=2).instance_action().action)")
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "stop"
+        with pytest.raises(BlockingIOError):
+            proxy.accept()  # nobody connected to the proxy

@@ -1,5 +1,5 @@
 """A warned preemption says where its warning came from, by the ledger alone: a spot notice
-(``hpcflow spot-watch`` records one before it signals the job) or the time-limit warning (the
+(``hpcflow spot-watch`` records one right after it signals the job) or the time-limit warning (the
 signal without a spot notice), in ``status`` and in ``report``."""
 
 from __future__ import annotations

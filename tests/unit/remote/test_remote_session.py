@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import subprocess
 import tarfile
 import time
@@ -17,9 +18,9 @@ import pytest
 from hpcflow.cli.jobs import submit
 from hpcflow.cli.remote import check_remote_options, positional_index
 from hpcflow.errors import SpecError
-from hpcflow.remote.bundle import CODE_RECORD, code_snapshot, spec_only
-from hpcflow.remote.session import hpcflow_words, remote_line, remote_path
-from hpcflow.remote.ssh import Host, parse_host
+from hpcflow.remote.bundle import CODE_RECORD, code_snapshot, secret_like_names, spec_only
+from hpcflow.remote.session import RemoteOptions, hpcflow_words, remote_line, remote_path, run_remote
+from hpcflow.remote.ssh import Host, RemoteError, parse_host
 
 HOSTILE = ["it's", "$(touch /tmp/pwned)", "a b", "x;y", "`id`", "new\nline", "--", "", "*"]
 
@@ -164,3 +165,47 @@ def test_without_code_only_the_spec_goes(tmp_path):
     assert members(bundle.data) == {"job.yaml": b"name: x\n"} and bundle.spec_path == "job.yaml"
     with pytest.raises(SpecError, match="SPEC: cannot read"):
         spec_only(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(("path", "secret"), [
+    pytest.param(".env", True, id="dotenv"),
+    pytest.param("deploy/.env.production", True, id="dotenv-suffix"),
+    pytest.param("conf/prod.env", True, id="named-env"),
+    pytest.param(".env.example", False, id="dotenv-template"),
+    pytest.param("keys/id_ed25519", True, id="ssh-key"),
+    pytest.param("keys/id_ed25519.pub", False, id="ssh-public-key"),
+    pytest.param(".aws/credentials", True, id="aws-credentials"),
+    pytest.param("tls/server.pem", True, id="pem"),
+    pytest.param(".netrc", True, id="netrc"),
+    pytest.param("environment.py", False, id="python-module"),
+    pytest.param("docs/credentials.md", False, id="a-doc-about-credentials"),
+])
+def test_well_known_secret_file_names(path, secret):
+    assert secret_like_names([path]) == ([path] if secret else [])
+
+
+def test_a_snapshot_with_a_committed_env_file_is_flagged_and_run_remote_warns(tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "state"))
+    repo = tmp_path / "repo"
+    (repo / "keys").mkdir(parents=True)
+    (repo / "job.yaml").write_text("name: x\n")
+    (repo / ".env").write_text("WANDB_API_KEY=secret\n")
+    (repo / "keys/id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (repo / ".env.example").write_text("WANDB_API_KEY=\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "c")
+    bundle = code_snapshot(repo / "job.yaml")
+    assert bundle.secret_like == [".env", "keys/id_rsa"]
+    # The warning comes before any connection (here: nothing listens, so it then fails).
+    notes: list[str] = []
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    opts = RemoteOptions(Host("127.0.0.1", port), code=True,
+                         known_hosts=str(tmp_path / "known_hosts"))
+    with pytest.raises(RemoteError):
+        run_remote(opts, "submit", [str(repo / "job.yaml")], spec_index=0, note=notes.append)
+    [warning] = [n for n in notes if "credentials files" in n]
+    assert ".env, keys/id_rsa;" in warning and "git rm --cached" in warning

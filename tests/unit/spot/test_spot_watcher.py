@@ -49,6 +49,8 @@ class Slurm:
         self.scripts, self.node_jobs = scripts, node_jobs
         self.calls: list[list[str]] = []
         self.scancel_rc = [0]
+        self.owners: dict[str, int] = {}  # job -> uid (and gid); root's own job by default
+        self.on_scancel: list = []  # callables run at each scancel, given the job id
 
     def __call__(self, argv, input=None, timeout_s=60.0):  # noqa: A002, ANN001
         self.calls.append(list(argv))
@@ -59,7 +61,13 @@ class Slurm:
             out = self.scripts[argv[3]]
         elif argv[:3] == ["scontrol", "show", "job"]:
             out = SHOW_JOB["stdout"].replace("JobId=37 ", f"JobId={argv[-1]} ")
+            if argv[-1] in self.owners:
+                uid = self.owners[argv[-1]]
+                out = out.replace("UserId=root(0) GroupId=root(0)",
+                                  f"UserId=u{uid}({uid}) GroupId=u{uid}({uid})")
         elif argv[0] == "scancel":
+            for hook in self.on_scancel:
+                hook(argv[-1])
             rc = self.scancel_rc.pop(0) if len(self.scancel_rc) > 1 else self.scancel_rc[0]
         return subprocess.CompletedProcess(argv, rc, out, "error: busy\n" if rc else "")
 
@@ -134,7 +142,8 @@ def test_the_signal_goes_out_even_when_the_run_dir_cannot_be_written(imds, tmp_p
     result = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm)).poll_once()
     assert [a.job_id for a in result.actions] == ["41"]
     assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "41"]]
-    assert "cannot write the notice file or ledger event" in caplog.text
+    assert "cannot write the notice file" in caplog.text
+    assert "Not a directory" in caplog.text
 
 
 def test_a_new_notice_is_acted_on_again(imds, run_dir):
