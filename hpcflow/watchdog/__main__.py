@@ -28,9 +28,6 @@ from hpcflow import fsutil, ledger, protocol
 from hpcflow.watchdog.hang import Hang, Timeouts, find_hang
 from hpcflow.watchdog.stacks import collect, stopped_ranks
 
-#: Seconds between the step's TERM (scancel) and a KILL of whatever is left.
-KILL_AFTER_S = 10.0
-
 
 def read_beats(directory: Path) -> dict[int, dict[str, Any]]:
     """rank -> last heartbeat, from ``<rank>.json`` files (unreadable ones are skipped)."""
@@ -71,15 +68,17 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def end_step(job_id: str, beats: dict[int, dict[str, Any]]) -> None:
-    """Cancel the step the ranks run in (their ``SLURM_STEP_ID``), TERM then KILL."""
+    """Kill the step the ranks run in (their ``SLURM_STEP_ID``), once their stacks are written.
+
+    KILL, not TERM: the runtime takes TERM as a stop request (Slurm's own preemption sends it),
+    so a TERMed step of a program on the runtime would checkpoint and read as a preemption,
+    not as the hang it is."""
     steps = sorted({str(b.get("slurm_step_id", "")) for b in beats.values()} - {""})
     if not steps:  # not under srun: nothing to cancel
         return
-    for signal_name, pause in (("TERM", KILL_AFTER_S), ("KILL", 0.0)):
-        for step in steps:
-            subprocess.run(["scancel", f"--signal={signal_name}", f"{job_id}.{step}"],
-                           capture_output=True, check=False, timeout=60)
-        time.sleep(pause)
+    for step in steps:
+        subprocess.run(["scancel", "--signal=KILL", f"{job_id}.{step}"],
+                       capture_output=True, check=False, timeout=60)
 
 
 def handle(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Hang) -> None:
