@@ -182,13 +182,13 @@ def append_event(run_dir: Path | None, job_id: str | None, restart: int,
                  event: Mapping[str, Any]) -> None:
     """Append one event (``{"event": name, ...}``) to the job's ledger through the one ledger
     writer (:func:`hpcflow.ledger.append_event`); a failed write is reported, never raised."""
-    from hpcflow import ledger
+    from hpcflow.ledger import append_event as append_line
 
     if run_dir is None or not job_id:
         return
     fields = dict(event)
     name = str(fields.pop("event"))
-    ledger.append_event(P.ledger_path(run_dir), name, job_id=job_id, restart=restart, **fields)
+    append_line(P.ledger_path(run_dir), name, job_id=job_id, restart=restart, **fields)
 
 
 def gather(choice: dict[str, Any]) -> list[dict[str, Any]]:
