@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 import yaml
+from machine import header
 
-from hpcflow import __version__
 from hpcflow.slurm.hostlist import expand_hostlist
 
 
@@ -60,7 +60,8 @@ def bench_submit(repeat: int, work: Path) -> None:
     m_ours, m_plain = statistics.median(ours), statistics.median(plain)
     print(f"submit: hpcflow submit median {m_ours:.3f} s, sbatch median {m_plain:.3f} s, "
           f"difference {m_ours - m_plain:+.3f} s (goal <= +0.300 s), ratio {m_ours / m_plain:.2f}")
-    print(f"  commands: {' '.join(hpcflow_cmd)}  |  {' '.join(sbatch_cmd)}")
+    hpcflow_shown = shlex.join([*hpcflow_cmd, "--set", f"run_dir={work}/run<i>"])
+    print(f"  commands (i = 0..{repeat - 1}): {hpcflow_shown}  |  {shlex.join(sbatch_cmd)}")
 
 
 def bench_help(repeat: int) -> None:
@@ -93,10 +94,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--no-slurm", action="store_true", help="skip the submit benchmark")
     args = parser.parse_args()
-    print(f"hpcflow {__version__}, Python {platform.python_version()}, {platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    print(f"command: python bench/bench_submit.py --repeat {args.repeat}"
-          + (" --no-slurm" if args.no_slurm else ""))
+    # The shared header: this process's own command line, the machine and the versions.
+    print("\n".join(header("bench_submit: hpcflow submit, CLI start-up and nodelists")))
     bench_help(args.repeat)
     bench_hostlist(max(args.repeat, 20))
     if not args.no_slurm:

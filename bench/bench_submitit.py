@@ -27,7 +27,8 @@ warning is sent ``--after-s`` seconds after each attempt's first step, for two a
 - per-attempt overhead: from the warning to the next attempt's first step, seconds (it includes
   the cluster's requeue delay, the same for both);
 - final state: whether the parameters (and for FSDP the optimizer state) equal an uninterrupted
-  run's (sha256 of every full tensor);
+  hpcflow.launch run's (sha256 of every full tensor); there is no uninterrupted plain-submitit
+  run;
 - FSDP only: what each rank restored: its own shards after some step of the preempted attempt
   (``own@N``), or none of its own states (another rank's shard values).
 

@@ -23,7 +23,8 @@ Used like submitit (``import hpcflow.launch as submitit`` runs submitit's README
     print(job.job_id, job.state)
     result = job.result()                 # rank 0's return value, after any requeues
 
-Public names are loaded lazily: ``import hpcflow.launch`` imports neither submitit nor torch.
+Public names are loaded lazily: ``import hpcflow.launch`` imports neither submitit nor torch;
+``dir(hpcflow.launch)`` (tab completion, ``help()``) lists them all the same.
 """
 
 from __future__ import annotations
@@ -51,3 +52,8 @@ def __getattr__(name: str) -> Any:
 
         return JobEnvironment
     raise AttributeError(f"module 'hpcflow.launch' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names with the lazy public ones (PEP 562), without importing them."""
+    return sorted({*globals(), *__all__})

@@ -66,3 +66,24 @@ def test_library_layers_never_import_the_cli():
         if bad:
             offenders[str(rel)] = sorted(bad)
     assert offenders == {}
+
+
+CORE = ("spec", "slurm", "protocol.py", "command.py", "fsutil.py", "errors.py")
+SERVICES = ("jobs", "launch", "local_cluster", "pcluster", "aws", "remote", "doctor", "nccl",
+            "mirror", "spot", "watchdog")
+# The two pure nccl functions the core uses (docs/architecture.md names them): the job spec
+# checks NCCL_SOCKET_IFNAME with nccl's check, the renderer takes the NCCL/EFA preset table.
+CORE_USES_OF_NCCL = {"spec/job.py": ["hpcflow.nccl.checks"],
+                     "slurm/render.py": ["hpcflow.nccl.presets"]}
+
+
+def test_core_imports_no_service_and_no_cli_but_the_two_nccl_uses():
+    layer_above = tuple(f"hpcflow.{name}" for name in (*SERVICES, "cli"))
+    offenders = {}
+    for top in CORE:
+        paths = [PKG / top] if top.endswith(".py") else sorted((PKG / top).rglob("*.py"))
+        for path in paths:
+            bad = sorted(m for m in _imports(path) if m.startswith(layer_above))
+            if bad:
+                offenders[str(path.relative_to(PKG))] = bad
+    assert offenders == CORE_USES_OF_NCCL

@@ -68,6 +68,17 @@ def test_sampler_refuses_state_of_another_global_batch():
         ResumableSampler(50, 4, 0, 3).load_state_dict(saved)
 
 
+@pytest.mark.parametrize(("other", "message"), [
+    pytest.param({"seed": 1}, "seed=0, this run uses 1", id="another-seed"),
+    pytest.param({"num_samples": 60}, "num_samples=50, this run uses 60", id="another-data-size"),
+])
+def test_sampler_refuses_state_of_another_seed_or_data_size(other, message):
+    saved = ResumableSampler(50, 4, 0, 2).state_dict()
+    args = {"num_samples": 50, "seed": 0, **other}
+    with pytest.raises(ValueError, match=message):
+        ResumableSampler(args["num_samples"], 4, 0, 2, seed=args["seed"]).load_state_dict(saved)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -1,0 +1,82 @@
+"""The README's code blocks against the code: the `Run` snippet runs as written (one process,
+outside Slurm), and every command and flag of the everyday-use block is one the CLI has.
+Running the everyday-use commands needs the local Slurm cluster; that is not done here."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from hpcflow.cli.main import cli
+from hpcflow.protocol import TAG_STEP
+
+REPO = Path(__file__).resolve().parents[3]
+README = (REPO / "README.md").read_text()
+
+
+def block_after(heading: str, lang: str) -> str:
+    section = README.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"^```{lang}\n(.*?)^```", section, re.M | re.S)[0]
+
+
+EVERYDAY = [ln.split("#")[0].split() for ln in block_after("Everyday use", "bash").splitlines()]
+
+
+def _variants(words: list[str]) -> list[list[str]]:
+    """`up|down|status` -> three command lines; `[JOBID]` and `[--json]` -> the word."""
+    words = [w.strip("[]") for w in words]
+    for i, w in enumerate(words):
+        if "|" in w and not w.startswith("-"):
+            return [v for alt in w.split("|") for v in _variants([*words[:i], alt, *words[i + 1:]])]
+    return [words]
+
+
+LINES = [v for words in EVERYDAY if words for v in _variants(words[1:])]
+
+
+def test_the_block_is_all_hpcflow_commands():
+    assert [w[0] for w in EVERYDAY if w] == ["hpcflow"] * len([w for w in EVERYDAY if w])
+    assert len(LINES) >= 12
+
+
+@pytest.mark.parametrize("words", [pytest.param(w, id=" ".join(w)) for w in LINES])
+def test_each_everyday_command_and_flag_exists(words):
+    command: click.Command = cli
+    ctx = click.Context(cli)
+    rest = list(words)
+    while isinstance(command, click.Group) and rest and not rest[0].startswith("-"):
+        sub = command.get_command(ctx, rest[0])
+        assert sub is not None, f"README: `hpcflow {' '.join(words)}`: no command {rest[0]!r}"
+        command, rest = sub, rest[1:]
+    assert not isinstance(command, click.Group), f"README: `hpcflow {' '.join(words)}` is a group"
+    flags = {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts}
+    used = {w.split("=")[0] for w in rest if w.startswith("-")}
+    assert used <= flags, f"README: `hpcflow {' '.join(words)}`: unknown {sorted(used - flags)}"
+
+
+def test_the_run_snippet_runs_as_written_outside_slurm(tmp_path):
+    snippet = block_after("Bring your own program", "python")
+    prelude = (
+        "import torch\n"
+        "from hpcflow.runtime import Run\n"
+        "model = torch.nn.Linear(4, 1)\n"
+        "optim = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "sched = torch.optim.lr_scheduler.StepLR(optim, 10)\n"
+        "state = {'model': model, 'optim': optim, 'sched': sched}\n"
+        "total_steps = 3\n"
+        "loss = torch.tensor(0.5)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
+    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
+               HPCFLOW_CHECKPOINT_DIR=str(tmp_path / "ckpt"))
+    proc = subprocess.run([sys.executable, "-c", prelude + snippet], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = re.findall(rf"^{TAG_STEP} .*\"step\": (\d+)", proc.stdout, re.M)
+    assert steps == ["1", "2", "3"], proc.stdout
