@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from hpcflow.cli.output import emit_json, handles_errors, print_table
+from hpcflow.cli.output import JsonCommand, emit_json, handles_errors, print_table
 
 # Ten years: beyond it an hourly on-demand estimate means nothing, and far beyond it the
 # arithmetic overflows to inf and nan.
@@ -19,6 +19,16 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result a
 @click.group("cluster")
 def cluster() -> None:
     """Build and check AWS ParallelCluster v3 configs for training clusters."""
+
+
+def _cluster_name(value: str) -> str:
+    """click callback: the cluster spec's name rule, before anything is loaded (exit 2)."""
+    from hpcflow.spec.cluster_types import cluster_name_problem
+    from hpcflow.spec.messages import short_value
+
+    if (problem := cluster_name_problem(value)) is not None:
+        raise click.BadParameter(f"{short_value(value)}: {problem}")
+    return value
 
 
 def _print_findings(findings, err: bool = True) -> None:  # noqa: ANN001
@@ -54,12 +64,13 @@ def render_cmd(spec: str, output: str | None, overrides: tuple[str, ...], as_jso
         click.echo(text, nl=False)
 
 
-@cluster.command("validate")
+@cluster.command("validate", cls=JsonCommand)
 @click.argument("config")
 @click.option("--deep", is_flag=True,
               help="Also run ParallelCluster's validators, which call AWS with your credentials.")
 @click.option("--endpoint-url", help="AWS endpoint for --deep (e.g. a moto server).")
 @click.option("--cluster-name", default="hpcflow", show_default=True,
+              callback=lambda ctx, param, value: _cluster_name(value),
               help="Cluster name the schema checks against.")
 @_JSON
 @handles_errors

@@ -30,6 +30,7 @@ from hpcflow.pcluster.findings import (
 )
 from hpcflow.pcluster.rules_slurm import check_slurm_settings
 from hpcflow.pcluster.rules_storage import check_fsx, check_shared_storage
+from hpcflow.spec.messages import short_value
 
 __all__ = ["RULES", "Ctx", "Finding", "run_rules"]
 
@@ -186,13 +187,15 @@ def check_names_and_limits(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> No
         ctx.add("TOO_MANY_COMPUTE_RESOURCES", "error", ("Scheduling", "SlurmQueues"), total,
                 f"{total} compute resources in the cluster; ParallelCluster allows at most "
                 f"{MAX_CR_PER_CLUSTER}")
-    seen_q: set[Any] = set()
+    seen_q: set[str] = set()
     for qi, q in qs:
-        _check_name(q.get("Name"), QP(qi) + ("Name",), "queue", ctx)
-        if q.get("Name") in seen_q:
-            ctx.add("DUPLICATE_NAME", "error", QP(qi) + ("Name",), q.get("Name"),
-                    f"queue name {q.get('Name')!r} is used twice; names must be unique")
-        seen_q.add(str(q.get("Name")))
+        name = q.get("Name")
+        _check_name(name, QP(qi) + ("Name",), "queue", ctx)
+        if isinstance(name, str) and name in seen_q:
+            ctx.add("DUPLICATE_NAME", "error", QP(qi) + ("Name",), name,
+                    f"queue name {name!r} is used twice; names must be unique")
+        if isinstance(name, str):
+            seen_q.add(name)
         crs = list(computes(q))
         if len(crs) > MAX_CR_PER_QUEUE:
             ctx.add("TOO_MANY_COMPUTE_RESOURCES", "error", QP(qi) + ("ComputeResources",),
@@ -200,15 +203,22 @@ def check_names_and_limits(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> No
         seen_c: set[str] = set()
         for ci, c in crs:
             path = QP(qi) + ("ComputeResources", ci, "Name")
-            _check_name(c.get("Name"), path, "compute resource", ctx)
-            if c.get("Name") in seen_c:
-                ctx.add("DUPLICATE_NAME", "error", path, c.get("Name"),
-                        f"compute resource name {c.get('Name')!r} is used twice in this queue")
-            seen_c.add(str(c.get("Name")))
+            cname = c.get("Name")
+            _check_name(cname, path, "compute resource", ctx)
+            if isinstance(cname, str) and cname in seen_c:
+                ctx.add("DUPLICATE_NAME", "error", path, cname,
+                        f"compute resource name {cname!r} is used twice in this queue")
+            if isinstance(cname, str):
+                seen_c.add(cname)
 
 
 def _check_name(name: Any, path: FieldPath, what: str, ctx: Ctx) -> None:
+    if name is None:
+        return  # a missing name: the schema says "Missing data for required field"
     if not isinstance(name, str):
+        ctx.add("BAD_NAME", "error", path, name,
+                f"{short_value(name)} is not a valid {what} name: a name is text (lowercase "
+                f"letters, digits and hyphens), not a {type(name).__name__}")
         return
     if not NAME_RE.fullmatch(name):
         ctx.add("BAD_NAME", "error", path, name,
