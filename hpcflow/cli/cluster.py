@@ -31,6 +31,27 @@ def _cluster_name(value: str) -> str:
     return value
 
 
+def _endpoint_url(value: str | None) -> str | None:
+    """click callback: an ``http://`` or ``https://`` URL with a host (what botocore accepts as
+    ``endpoint_url``), refused before any AWS client is built (exit 2)."""
+    from urllib.parse import urlsplit
+
+    from hpcflow.spec.messages import short_value
+
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and value.isprintable()
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        ok = False
+    if not ok:
+        raise click.BadParameter(f"{short_value(value)}: not an http:// or https:// URL with a "
+                                 "host; expected e.g. http://127.0.0.1:5000")
+    return value
+
+
 def _print_findings(findings, err: bool = True) -> None:  # noqa: ANN001
     for f in findings:
         click.echo(str(f), err=err)
@@ -68,7 +89,8 @@ def render_cmd(spec: str, output: str | None, overrides: tuple[str, ...], as_jso
 @click.argument("config")
 @click.option("--deep", is_flag=True,
               help="Also run ParallelCluster's validators, which call AWS with your credentials.")
-@click.option("--endpoint-url", help="AWS endpoint for --deep (e.g. a moto server).")
+@click.option("--endpoint-url", callback=lambda ctx, param, value: _endpoint_url(value),
+              help="AWS endpoint for --deep (e.g. a moto server).")
 @click.option("--cluster-name", default="hpcflow", show_default=True,
               callback=lambda ctx, param, value: _cluster_name(value),
               help="Cluster name the schema checks against.")
@@ -128,7 +150,8 @@ def import_cmd(config: str, output: str | None, name: str | None, as_json: bool)
 @click.option("--refresh", is_flag=True,
               help="Ask EC2 DescribeInstanceTypes now and update the on-disk cache.")
 @click.option("--region", default="us-east-1", show_default=True, help="Region for --refresh.")
-@click.option("--endpoint-url", help="EC2 endpoint for --refresh (e.g. a moto server).")
+@click.option("--endpoint-url", callback=lambda ctx, param, value: _endpoint_url(value),
+              help="EC2 endpoint for --refresh (e.g. a moto server).")
 @_JSON
 @handles_errors
 def instances_cmd(family: str | None, refresh: bool, region: str, endpoint_url: str | None,
@@ -206,7 +229,10 @@ def cost_cmd(spec: str, hours_text: str, price_source: str, overrides: tuple[str
                   _rate(ln.usd_per_node_hour, ln.spot_usd_per_node_hour), _money(ln.usd_min),
                   _money(ln.usd_max, ln.spot_usd_max), labels[ln.source]) for ln in est.lines])
     left_out = f" (not counting {', '.join(est.not_counted)})" if est.not_counted else ""
-    click.echo(f"total: {_money(est.total_min)} to {_money(est.total_max)} USD{left_out}")
+    if len(est.not_counted) == len(est.lines):  # no line priced: a sum of 0.00 would mislead
+        click.echo("total: not estimated: no line has a known price (see src)")
+    else:
+        click.echo(f"total: {_money(est.total_min)} to {_money(est.total_max)} USD{left_out}")
     for text, label in labels.items():
         click.echo(f"{label} {text}")
     for note in est.notes:

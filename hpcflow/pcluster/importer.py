@@ -169,9 +169,11 @@ def import_file(config_path: str, output: str | None, name: str | None = None,
     """
     from pathlib import Path
 
-    from hpcflow.pcluster.render import _same_file, dump_yaml, write_atomic
+    from hpcflow.pcluster.render import _same_file, check_output_name, dump_yaml, write_atomic
     from hpcflow.spec.cluster_loading import load_yaml_file
 
+    if output is not None:
+        check_output_name(output)
     if output is not None and _same_file(config_path, output):
         raise SpecError(f"-o {output}: that is the config being imported; give another file, "
                         "e.g. -o cluster.spec.yaml")

@@ -172,3 +172,92 @@ def test_base_config_is_still_valid_with_a_good_cluster_name():
     r = _run("cluster", "validate", str(P5_CONFIG), "--cluster-name", "train-p5")
     assert r.exit_code == 0, r.output
 
+
+
+def test_a_region_without_any_price_is_not_estimated_as_zero(tmp_path: Path, base_spec):
+    base_spec["region"] = "ap-south-1"  # the shipped table holds us-east-1 prices only
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(base_spec))
+    r = _run("cluster", "cost", str(spec), "--hours", "1", "--price-source", "table")
+    assert r.exit_code == 0, r.output
+    assert "total: not estimated: no line has a known price" in r.output
+    assert "0.00 to 0.00" not in r.output
+
+
+@pytest.mark.parametrize("text, expected", [
+    pytest.param("~: ~\n", "(top level): a null key (YAML's `~`, `null`, or a line that starts "
+                 "with ':') is not allowed", id="top-level"),
+    pytest.param("tags: {5: x}\n", "tags: the key 5 (int) is not allowed", id="int-key"),
+])
+def test_a_key_that_is_not_text_is_named_as_such(tmp_path: Path, base_spec, text, expected):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(base_spec) + text)
+    r = _run("cluster", "render", str(spec))
+    assert r.exit_code == 2 and expected in r.output, r.output
+    assert "None: None" not in r.output
+
+
+def test_a_null_key_in_a_config_is_named_as_such(tmp_path: Path):
+    cfg = tmp_path / "cluster.yaml"
+    cfg.write_text(P5_CONFIG.read_text() + "~: ~\n")
+    r = _run("cluster", "validate", str(cfg))
+    assert r.exit_code == 2
+    assert "a null key (YAML's `~`, `null`, or a line that starts with ':') is not a field name" \
+        in r.output
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    pytest.param(lambda c: _queue(c)["ComputeResources"][0].update(MinCount="x"),
+                 "MinCount: 'x' (text): rejected by the ParallelCluster schema: Not a valid "
+                 "integer.", id="int-as-text"),
+    pytest.param(lambda c: c.update(HeadNode=[1]), "HeadNode: [1] (a list): rejected by the "
+                 "ParallelCluster schema: Invalid input type. (expected a mapping of keys)",
+                 id="mapping-as-list"),
+    pytest.param(lambda c: c["Scheduling"].update(SlurmQueues={"a": 1}),
+                 "SlurmQueues: {'a': 1} (a mapping): rejected by the ParallelCluster schema: "
+                 "Invalid type. (expected a list)", id="list-as-mapping"),
+])
+def test_schema_errors_name_the_value_and_the_expected_shape(tmp_path: Path, mutate, expected):
+    cfg = tmp_path / "cluster.yaml"
+    cfg.write_text(yaml.safe_dump(_config_with(mutate)))
+    r = _run("cluster", "validate", str(cfg))
+    assert r.exit_code == 2 and expected in r.output, r.output
+
+
+@pytest.mark.parametrize("command", ["render", "import"])
+def test_an_output_name_with_a_trailing_slash_is_refused(tmp_path: Path, command: str):
+    source = data_dir("pcluster_configs") / ("p5-fsx.spec.yaml" if command == "render"
+                                             else "p5-fsx.cluster.yaml")
+    r = _run("cluster", command, str(source), "-o", f"{tmp_path}/new.yaml/")
+    assert r.exit_code == 2, r.output
+    assert "ends with '/', which names a folder" in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_in_proc_says_the_folder_takes_no_new_file():
+    r = _run("cluster", "render", str(data_dir("pcluster_configs") / "p5-fsx.spec.yaml"),
+             "-o", "/proc/version")
+    assert r.exit_code == 1
+    assert "'/proc' does not let a new file be created in it" in r.output
+
+
+@pytest.mark.parametrize("url", ["not a url", "ftp://x", "http://", "http://h:port"])
+def test_a_bad_endpoint_url_is_a_usage_error_naming_the_option(url: str):
+    r = _run("cluster", "validate", str(P5_CONFIG), "--deep", "--endpoint-url", url)
+    assert r.exit_code == 2, r.output
+    assert "--endpoint-url" in r.output and "not an http:// or https:// URL" in r.output
+    assert "(top level)" not in r.output
+
+
+def test_a_blocked_deep_validate_prints_no_coroutine_warning():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing"}
+    proc = subprocess.run([sys.executable, "-m", "hpcflow", "cluster", "validate", str(P5_CONFIG),
+                           "--deep", "--endpoint-url", "http://127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 7, proc.stderr
+    assert "never awaited" not in proc.stderr and "RuntimeWarning" not in proc.stderr
