@@ -154,6 +154,29 @@ def _check_efa_placement(q: dict[str, Any], qi: int, efa_crs: list[tuple[int, di
                     "enable it unless a capacity reservation brings its own placement")
 
 
+def check_placement_groups(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
+    """Placement group naming, offline, as ParallelCluster's PlacementGroupNamingValidator
+    (3.16.1 ``ec2_validators.py``) has it, on each queue's and compute resource's
+    ``Networking.PlacementGroup``: ``Id`` and ``Name`` together are an ERROR, and so is a
+    ``Name`` or ``Id`` with ``Enabled: false``. (Whether the group exists needs EC2: --deep.)"""
+    for qi, q in queues(cfg):
+        where = [(QP(qi) + ("Networking", "PlacementGroup"), q)]
+        where += [(QP(qi) + ("ComputeResources", ci, "Networking", "PlacementGroup"), c)
+                  for ci, c in computes(q)]
+        for path, holder in where:
+            pg = as_dict(as_dict(holder.get("Networking")).get("PlacementGroup"))
+            name, pg_id = pg.get("Name"), pg.get("Id")
+            if name and pg_id:
+                ctx.add("PLACEMENT_GROUP_NAME_AND_ID", "error", path + ("Id",), pg_id,
+                        f"placement group Id {pg_id!r} and Name {name!r} are both set; set one "
+                        "(Id is the older spelling of Name; PlacementGroupNamingValidator)")
+            if (name or pg_id) and pg.get("Enabled") is False:
+                ctx.add("PLACEMENT_GROUP_NAMED_BUT_OFF", "error", path + ("Enabled",), False,
+                        f"placement group {name or pg_id!r} is named but Enabled is false; remove "
+                        "the Name/Id to turn placement groups off, or set Enabled: true "
+                        "(PlacementGroupNamingValidator)")
+
+
 def check_capacity(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
     """Counts and capacity blocks: MinCount <= MaxCount; capacity blocks are static
     (MinCount = MaxCount > 0) and need a reservation id (ParallelCluster user guide,
@@ -268,7 +291,8 @@ def check_flexible_instances(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> 
                             f"{what}, got {values}; split them into separate compute resources")
 
 
-RULES = (check_instance_types, check_efa, check_flexible_instances, check_capacity, check_names_and_limits,
+RULES = (check_instance_types, check_efa, check_placement_groups, check_flexible_instances,
+         check_capacity, check_names_and_limits,
          check_shared_storage, check_fsx, check_slurm_settings, check_mixed_types)
 
 

@@ -56,6 +56,16 @@ MaxNodes = bounded_int(1, MAX_RESOURCE_NODES)
 ScaledownMin = bounded_int(-1, MAX_SCALEDOWN_MIN)
 RetentionDays = bounded_int(1, MAX_LOG_RETENTION_DAYS)
 
+def _placement_group_rule(enabled: bool | None, name: str | None) -> None:
+    """ParallelCluster's PlacementGroupNamingValidator (3.16.1 ``ec2_validators.py``): a named
+    placement group must not be disabled."""
+    if enabled is False and name:
+        raise ValueError(f"placement_group: false with placement_group_name {name!r}: a named "
+                         "placement group must be enabled (ParallelCluster's "
+                         "PlacementGroupNamingValidator); remove the name, or set "
+                         "placement_group: true")
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -159,6 +169,7 @@ class ComputeSpec(_Model):
                              f"({self.max_nodes}); min_nodes must be <= max_nodes")
         if self.reservation_id and self.reservation_resource_group_arn:
             raise ValueError("set reservation_id or reservation_resource_group_arn, not both")
+        _placement_group_rule(self.placement_group, self.placement_group_name)
         return self
 
     @property
@@ -219,6 +230,7 @@ class QueueSpec(_Model):
     def _one_reservation(self) -> QueueSpec:
         if self.reservation_id and self.reservation_resource_group_arn:
             raise ValueError("set reservation_id or reservation_resource_group_arn, not both")
+        _placement_group_rule(self.placement_group, self.placement_group_name)
         return self
 
 

@@ -261,3 +261,28 @@ def test_a_blocked_deep_validate_prints_no_coroutine_warning():
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 7, proc.stderr
     assert "never awaited" not in proc.stderr and "RuntimeWarning" not in proc.stderr
+
+
+@pytest.mark.parametrize("where", ["queue", "compute"])
+def test_a_disabled_placement_group_with_a_name_is_refused_in_the_spec(base_spec, where: str):
+    from hpcflow.errors import SpecError
+    from hpcflow.spec.cluster_loading import validate_cluster_spec
+
+    node = base_spec["queues"][0] if where == "queue" else base_spec["queues"][0]["compute"][0]
+    node.update(placement_group=False, placement_group_name="pg-train")
+    with pytest.raises(SpecError, match="placement_group: false with placement_group_name "
+                                        "'pg-train': a named placement group must be enabled"):
+        validate_cluster_spec(base_spec, "s.yaml")
+
+
+def test_a_queue_placement_group_name_alone_is_rendered(base_spec):
+    """It used to be dropped unless placement_group: true was also set."""
+    from hpcflow.pcluster.render import check_spec
+    from hpcflow.spec.cluster import ClusterSpec
+
+    base_spec["queues"][0]["compute"][0]["instance_type"] = "m5.xlarge"
+    base_spec["queues"][0]["placement_group_name"] = "pg-train"
+    result = check_spec(ClusterSpec.model_validate(base_spec))
+    assert result.errors == [], [str(f) for f in result.errors]
+    queue = result.config["Scheduling"]["SlurmQueues"][0]
+    assert queue["Networking"]["PlacementGroup"] == {"Name": "pg-train"}
