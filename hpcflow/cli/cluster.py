@@ -126,16 +126,23 @@ def validate_cmd(config: str, deep: bool, endpoint_url: str | None, cluster_name
 @click.argument("config")
 @click.option("-o", "--output", help="Write the cluster spec here (default: print it).")
 @click.option("--name", help="Cluster name to record in the spec.")
+@click.option("--region", help="Region for a config without Region: (else AWS_DEFAULT_REGION, "
+                               "AWS_REGION, then the AWS config file, as pcluster does).")
 @_JSON
 @handles_errors
-def import_cmd(config: str, output: str | None, name: str | None, as_json: bool) -> None:
+def import_cmd(config: str, output: str | None, name: str | None, region: str | None,
+               as_json: bool) -> None:
     """Turn a ParallelCluster CONFIG into the shortest cluster spec that renders it back."""
     from hpcflow.pcluster.importer import import_file
 
-    data, text = import_file(config, output, name)
+    data, text, found = import_file(config, output, name, region=region)
     if as_json:
-        emit_json({"output": output, "spec": data})
+        emit_json({"output": output, "spec": data,
+                   "region": {"region": found.region, "source": found.source}})
         return
+    if found.source != "the config's Region":
+        click.echo(f"region: {found.region} (from {found.source}; the config has no Region:)",
+                   err=True)
     if output:
         raw = " (keys without a spec field are in its pcluster: block)" if "pcluster" in data \
             else ""
