@@ -28,6 +28,7 @@ from hpcflow.pcluster.import_fields import spec_fields
 from hpcflow.pcluster.merge import raw_delta, strip_nulls
 from hpcflow.pcluster.region import FoundRegion, find_region
 from hpcflow.spec.cluster import ClusterSpec
+from hpcflow.spec.messages import format_loc, short_value
 
 
 def _validated(spec: dict[str, Any]) -> ClusterSpec:
@@ -37,9 +38,11 @@ def _validated(spec: dict[str, Any]) -> ClusterSpec:
             return ClusterSpec.model_validate(spec)
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
-            if not _drop(spec, [p for p in err["loc"] if not _is_tag(p)]):
-                where = ".".join(str(p) for p in err["loc"])
-                raise SpecError(f"cannot import: {where}: {err['msg']}") from None
+            loc = [p for p in err["loc"] if not _is_tag(p)]
+            if not _drop(spec, loc):
+                msg = str(err["msg"]).removeprefix("Value error, ")
+                value = "" if err["type"] == "missing" else f"{short_value(err.get('input'))}: "
+                raise SpecError(f"cannot import: {format_loc(loc)}: {value}{msg}") from None
     raise SpecError("cannot import: too many fields do not fit the cluster spec")
 
 
@@ -59,8 +62,9 @@ def _drop(spec: dict[str, Any], loc: list[Any]) -> bool:
         node = child
     while parents:
         holder, key = parents.pop()
-        if isinstance(holder, dict) and key not in ("name", "region", "subnet_id", "subnet_ids",
-                                                    "max_nodes", "queues", "compute"):
+        if isinstance(holder, dict) and key not in ("name", "region", "head_node", "subnet_id",
+                                                    "subnet_ids", "max_nodes", "queues",
+                                                    "compute"):
             del holder[key]
             return True
         if isinstance(holder, list) and parents and parents[-1][1] == "storage":

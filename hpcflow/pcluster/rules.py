@@ -7,7 +7,7 @@ report each problem under the spec field that produced it when a source map is g
 Each rule cites the ParallelCluster validator it mirrors (aws-parallelcluster 3.16.1,
 ``pcluster/validators/...``) or the AWS page it comes from. Where a rule is stricter than
 ParallelCluster, its message says why. Storage rules live in ``rules_storage``, custom Slurm
-settings in ``rules_slurm``.
+settings in ``rules_slurm``, values AWS refuses but the schema takes in ``rules_values``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from hpcflow.pcluster.findings import (
 )
 from hpcflow.pcluster.rules_slurm import check_slurm_settings
 from hpcflow.pcluster.rules_storage import check_fsx, check_shared_storage
+from hpcflow.pcluster.rules_values import check_values
 from hpcflow.spec.messages import short_value
 
 __all__ = ["RULES", "Ctx", "Finding", "run_rules"]
@@ -293,7 +294,7 @@ def check_flexible_instances(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> 
 
 RULES = (check_instance_types, check_efa, check_placement_groups, check_flexible_instances,
          check_capacity, check_names_and_limits,
-         check_shared_storage, check_fsx, check_slurm_settings, check_mixed_types)
+         check_shared_storage, check_fsx, check_slurm_settings, check_mixed_types, check_values)
 
 
 def run_rules(cfg: Mapping[str, Any], catalog: Catalog | None = None,

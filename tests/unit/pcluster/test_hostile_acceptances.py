@@ -286,3 +286,36 @@ def test_a_queue_placement_group_name_alone_is_rendered(base_spec):
     assert result.errors == [], [str(f) for f in result.errors]
     queue = result.config["Scheduling"]["SlurmQueues"][0]
     assert queue["Networking"]["PlacementGroup"] == {"Name": "pg-train"}
+
+
+@pytest.mark.parametrize("mutate, path, expected", [
+    pytest.param(lambda c: c.update(Region="us-east-9"), "Region",
+                 "'us-east-9': not an AWS region aws-parallelcluster supports", id="region"),
+    pytest.param(lambda c: c["HeadNode"].update(Ssh={"KeyName": ""}), "HeadNode.Ssh.KeyName",
+                 "an EC2 key pair name has 1 to 255 characters, this one 0", id="key-name"),
+    pytest.param(lambda c: c["Scheduling"].update(SlurmSettings={"ScaledownIdletime": 10**12}),
+                 "Scheduling.SlurmSettings.ScaledownIdletime", "at most 35,791,394",
+                 id="scaledown"),
+    pytest.param(lambda c: c["SharedStorage"][0]["FsxLustreSettings"].update(
+        StorageCapacity=2_400_000_000), "SharedStorage[0].FsxLustreSettings.StorageCapacity",
+        "the FSx API takes at most 2,147,483,647", id="fsx-capacity"),
+    pytest.param(lambda c: c["HeadNode"].update(Iam={"S3Access": [{"BucketName": "a..b"}]}),
+                 "HeadNode.Iam.S3Access[0].BucketName", "two dots in a row", id="bucket"),
+])
+def test_validate_refuses_what_aws_refuses_as_the_spec_does(tmp_path: Path, mutate, path,
+                                                            expected):
+    cfg = tmp_path / "cluster.yaml"
+    cfg.write_text(yaml.safe_dump(_config_with(mutate)))
+    r = _run("cluster", "validate", str(cfg))
+    assert r.exit_code == 2, r.output
+    line = next((ln for ln in r.output.splitlines() if f"{path}:" in ln), "")
+    assert expected in line and "stricter than ParallelCluster" in line, r.output
+
+
+def test_an_import_error_names_the_value(tmp_path: Path):
+    cfg = _config_with(lambda c: c["HeadNode"]["Networking"].update(SubnetId=5))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    r = _run("cluster", "import", str(path))
+    assert r.exit_code == 2
+    assert "cannot import: head_node.subnet_id: 5: Input should be a valid string" in r.output

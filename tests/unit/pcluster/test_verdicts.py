@@ -220,6 +220,20 @@ CASES = [
                  id="queue-pg-name-implies-enabled"),
     pytest.param(_cfg(_queue_net(PlacementGroup={"Enabled": True, "Id": "pg-train"})), set(),
                  id="queue-pg-on-with-id"),
+    pytest.param(_cfg(lambda c: c.update(Region="us-east-9")), {"UNKNOWN_REGION"},
+                 id="unknown-region"),
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(Ssh={"KeyName": ""})), {"BAD_KEY_NAME"},
+                 id="empty-key-name"),
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(Iam={"S3Access": [{"BucketName": "a..b"}]})),
+                 {"BAD_BUCKET_NAME"}, id="bucket-double-dot"),
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(Iam={"S3Access": [{"BucketName": "ck*"}]})),
+                 set(), id="bucket-wildcard"),
+    pytest.param(_cfg(lambda c: c["Scheduling"].update(SlurmSettings={"ScaledownIdletime":
+                                                                      10**12})),
+                 {"SCALEDOWN_TOO_LONG"}, id="scaledown-huge"),
+    pytest.param(_cfg(_fsx(StorageCapacity=2_400_000_000, DeploymentType="PERSISTENT_2",
+                           PerUnitStorageThroughput=125)), {"FSX_CAPACITY"},
+                 id="fsx-capacity-huge"),
 ]
 
 
