@@ -319,3 +319,17 @@ def test_an_import_error_names_the_value(tmp_path: Path):
     r = _run("cluster", "import", str(path))
     assert r.exit_code == 2
     assert "cannot import: head_node.subnet_id: 5: Input should be a valid string" in r.output
+
+
+@pytest.mark.parametrize("bucket, reason", [
+    pytest.param("192.168.1.1", "a bucket name cannot be an IP address", id="ip"),
+    pytest.param("xn--b", "the prefix 'xn--' is reserved by S3", id="xn"),
+    pytest.param("a..b", "two dots in a row are not allowed", id="double-dot"),
+])
+def test_upload_bootstrap_bucket_uses_the_same_rule(bucket: str, reason: str):
+    from hpcflow.aws.s3_bootstrap import check_target
+    from hpcflow.errors import SpecError
+
+    with pytest.raises(SpecError, match=f"--bucket: '{bucket}' is not a valid S3 bucket name: "
+                                        f"{reason}"):
+        check_target(bucket, "bootstrap")
