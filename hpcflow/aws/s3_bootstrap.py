@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import Ec2Error, SpecError
-from hpcflow.spec.s3uri import is_bucket_name
+from hpcflow.spec.s3uri import bucket_name_problem
 
 ENTRY = "hpcflow-bootstrap.sh"
 DEFAULT_STEPS = "efa,nccl,nccl-tests,healthcheck"
@@ -48,10 +48,9 @@ def check_target(bucket: str, prefix: str) -> str:
     Raises:
         SpecError: names the option, the value and what is allowed.
     """
-    if not is_bucket_name(bucket):
-        raise SpecError(f"--bucket: {bucket!r} is not a valid S3 bucket name; allowed: 3-63 "
-                        "lowercase letters, digits, dots and hyphens, starting and ending with a "
-                        "letter or digit")
+    if (problem := bucket_name_problem(bucket)) is not None:
+        raise SpecError(f"--bucket: {bucket!r} is not a valid S3 bucket name: {problem} (S3 "
+                        "bucket naming rules)")
     clean = prefix.strip("/")
     if not _PREFIX.match(clean) or "//" in clean:
         raise SpecError(f"--prefix: {prefix!r} is not allowed; use letters, digits and "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from hpcflow.cli.output import emit_json, handles_errors, print_table
+from hpcflow.cli.output import JsonCommand, emit_json, handles_errors, print_table
 
 # Ten years: beyond it an hourly on-demand estimate means nothing, and far beyond it the
 # arithmetic overflows to inf and nan.
@@ -19,6 +19,37 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result a
 @click.group("cluster")
 def cluster() -> None:
     """Build and check AWS ParallelCluster v3 configs for training clusters."""
+
+
+def _cluster_name(value: str) -> str:
+    """click callback: the cluster spec's name rule, before anything is loaded (exit 2)."""
+    from hpcflow.spec.cluster_types import cluster_name_problem
+    from hpcflow.spec.messages import short_value
+
+    if (problem := cluster_name_problem(value)) is not None:
+        raise click.BadParameter(f"{short_value(value)}: {problem}")
+    return value
+
+
+def _endpoint_url(value: str | None) -> str | None:
+    """click callback: an ``http://`` or ``https://`` URL with a host (what botocore accepts as
+    ``endpoint_url``), refused before any AWS client is built (exit 2)."""
+    from urllib.parse import urlsplit
+
+    from hpcflow.spec.messages import short_value
+
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and value.isprintable()
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        ok = False
+    if not ok:
+        raise click.BadParameter(f"{short_value(value)}: not an http:// or https:// URL with a "
+                                 "host; expected e.g. http://127.0.0.1:5000")
+    return value
 
 
 def _print_findings(findings, err: bool = True) -> None:  # noqa: ANN001
@@ -54,12 +85,14 @@ def render_cmd(spec: str, output: str | None, overrides: tuple[str, ...], as_jso
         click.echo(text, nl=False)
 
 
-@cluster.command("validate")
+@cluster.command("validate", cls=JsonCommand)
 @click.argument("config")
 @click.option("--deep", is_flag=True,
               help="Also run ParallelCluster's validators, which call AWS with your credentials.")
-@click.option("--endpoint-url", help="AWS endpoint for --deep (e.g. a moto server).")
+@click.option("--endpoint-url", callback=lambda ctx, param, value: _endpoint_url(value),
+              help="AWS endpoint for --deep (e.g. a moto server).")
 @click.option("--cluster-name", default="hpcflow", show_default=True,
+              callback=lambda ctx, param, value: _cluster_name(value),
               help="Cluster name the schema checks against.")
 @_JSON
 @handles_errors
@@ -93,16 +126,23 @@ def validate_cmd(config: str, deep: bool, endpoint_url: str | None, cluster_name
 @click.argument("config")
 @click.option("-o", "--output", help="Write the cluster spec here (default: print it).")
 @click.option("--name", help="Cluster name to record in the spec.")
+@click.option("--region", help="Region for a config without Region: (else AWS_DEFAULT_REGION, "
+                               "AWS_REGION, then the AWS config file, as pcluster does).")
 @_JSON
 @handles_errors
-def import_cmd(config: str, output: str | None, name: str | None, as_json: bool) -> None:
+def import_cmd(config: str, output: str | None, name: str | None, region: str | None,
+               as_json: bool) -> None:
     """Turn a ParallelCluster CONFIG into the shortest cluster spec that renders it back."""
     from hpcflow.pcluster.importer import import_file
 
-    data, text = import_file(config, output, name)
+    data, text, found = import_file(config, output, name, region=region)
     if as_json:
-        emit_json({"output": output, "spec": data})
+        emit_json({"output": output, "spec": data,
+                   "region": {"region": found.region, "source": found.source}})
         return
+    if found.source != "the config's Region":
+        click.echo(f"region: {found.region} (from {found.source}; the config has no Region:)",
+                   err=True)
     if output:
         raw = " (keys without a spec field are in its pcluster: block)" if "pcluster" in data \
             else ""
@@ -117,7 +157,8 @@ def import_cmd(config: str, output: str | None, name: str | None, as_json: bool)
 @click.option("--refresh", is_flag=True,
               help="Ask EC2 DescribeInstanceTypes now and update the on-disk cache.")
 @click.option("--region", default="us-east-1", show_default=True, help="Region for --refresh.")
-@click.option("--endpoint-url", help="EC2 endpoint for --refresh (e.g. a moto server).")
+@click.option("--endpoint-url", callback=lambda ctx, param, value: _endpoint_url(value),
+              help="EC2 endpoint for --refresh (e.g. a moto server).")
 @_JSON
 @handles_errors
 def instances_cmd(family: str | None, refresh: bool, region: str, endpoint_url: str | None,
@@ -195,7 +236,10 @@ def cost_cmd(spec: str, hours_text: str, price_source: str, overrides: tuple[str
                   _rate(ln.usd_per_node_hour, ln.spot_usd_per_node_hour), _money(ln.usd_min),
                   _money(ln.usd_max, ln.spot_usd_max), labels[ln.source]) for ln in est.lines])
     left_out = f" (not counting {', '.join(est.not_counted)})" if est.not_counted else ""
-    click.echo(f"total: {_money(est.total_min)} to {_money(est.total_max)} USD{left_out}")
+    if len(est.not_counted) == len(est.lines):  # no line priced: a sum of 0.00 would mislead
+        click.echo("total: not estimated: no line has a known price (see src)")
+    else:
+        click.echo(f"total: {_money(est.total_min)} to {_money(est.total_max)} USD{left_out}")
     for text, label in labels.items():
         click.echo(f"{label} {text}")
     for note in est.notes:

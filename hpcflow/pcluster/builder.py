@@ -248,11 +248,13 @@ def _queue(spec: ClusterSpec, q: QueueSpec, qi: int, cat: Catalog,
                              and not c.placement_group_name for c in q.compute)
     if pg is None and efa_without_own_pg:
         pg = not (q.capacity_type == "capacity_block" or target)
-    if pg is not None:
-        networking["PlacementGroup"] = {"Enabled": pg}
-        if pg and q.placement_group_name:
+    if pg is not None or q.placement_group_name:
+        # A Name without Enabled: ParallelCluster implies Enabled (PlacementGroup.implied).
+        networking["PlacementGroup"] = {} if pg is None else {"Enabled": pg}
+        if pg is not False and q.placement_group_name:
             networking["PlacementGroup"]["Name"] = q.placement_group_name
-        src[base + ("Networking", "PlacementGroup")] = sp + ".placement_group"
+        src[base + ("Networking", "PlacementGroup")] = sp + (
+            ".placement_group" if pg is not None else ".placement_group_name")
     out["Networking"] = networking
     exclusive = q.job_exclusive_allocation
     out["JobExclusiveAllocation"] = (spec.slurm.job_exclusive_allocation if exclusive is None

@@ -14,6 +14,7 @@ remove a key, so a kept null could not round-trip).
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,7 +26,9 @@ from hpcflow.pcluster.catalog import Catalog
 from hpcflow.pcluster.findings import as_dict
 from hpcflow.pcluster.import_fields import spec_fields
 from hpcflow.pcluster.merge import raw_delta, strip_nulls
+from hpcflow.pcluster.region import FoundRegion, find_region
 from hpcflow.spec.cluster import ClusterSpec
+from hpcflow.spec.messages import format_loc, short_value
 
 
 def _validated(spec: dict[str, Any]) -> ClusterSpec:
@@ -35,9 +38,11 @@ def _validated(spec: dict[str, Any]) -> ClusterSpec:
             return ClusterSpec.model_validate(spec)
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
-            if not _drop(spec, [p for p in err["loc"] if not _is_tag(p)]):
-                where = ".".join(str(p) for p in err["loc"])
-                raise SpecError(f"cannot import: {where}: {err['msg']}") from None
+            loc = [p for p in err["loc"] if not _is_tag(p)]
+            if not _drop(spec, loc):
+                msg = str(err["msg"]).removeprefix("Value error, ")
+                value = "" if err["type"] == "missing" else f"{short_value(err.get('input'))}: "
+                raise SpecError(f"cannot import: {format_loc(loc)}: {value}{msg}") from None
     raise SpecError("cannot import: too many fields do not fit the cluster spec")
 
 
@@ -57,8 +62,9 @@ def _drop(spec: dict[str, Any], loc: list[Any]) -> bool:
         node = child
     while parents:
         holder, key = parents.pop()
-        if isinstance(holder, dict) and key not in ("name", "region", "subnet_id", "subnet_ids",
-                                                    "max_nodes", "queues", "compute"):
+        if isinstance(holder, dict) and key not in ("name", "region", "head_node", "subnet_id",
+                                                    "subnet_ids", "max_nodes", "queues",
+                                                    "compute"):
             del holder[key]
             return True
         if isinstance(holder, list) and parents and parents[-1][1] == "storage":
@@ -68,13 +74,15 @@ def _drop(spec: dict[str, Any], loc: list[Any]) -> bool:
 
 
 def import_config(cfg: dict[str, Any], name: str | None = None,
-                  catalog: Catalog | None = None) -> dict[str, Any]:
+                  catalog: Catalog | None = None, region: str | None = None) -> dict[str, Any]:
     """The shortest cluster spec (as plain data) whose render equals ``cfg``.
 
     Args:
         cfg: a ParallelCluster v3 config dict (Slurm scheduler).
         name: the cluster name to record in the spec.
         catalog: instance facts for the EFA defaults; the offline table when None.
+        region: the region for a config without ``Region`` (:func:`hpcflow.pcluster.region.
+            find_region`); the spec records it, so its render is ``cfg`` plus ``Region``.
 
     Raises:
         SpecError: ``cfg`` lacks what every spec needs (Region, HeadNode subnet, Slurm queues
@@ -82,6 +90,8 @@ def import_config(cfg: dict[str, Any], name: str | None = None,
         HpcflowError: the spec found does not render ``cfg`` back (a bug in hpcflow).
     """
     target = strip_nulls(copy.deepcopy(cfg))
+    if region is not None and not target.get("Region"):
+        target["Region"] = region
     if as_dict(target.get("Scheduling")).get("Scheduler", "slurm") != "slurm":
         raise SpecError("cannot import: Scheduling.Scheduler must be slurm (hpcflow builds "
                         "Slurm clusters)")
@@ -156,11 +166,18 @@ def _size(data: Any) -> int:
 
 
 def import_file(config_path: str, output: str | None, name: str | None = None,
-                catalog: Catalog | None = None) -> tuple[dict[str, Any], str]:
+                catalog: Catalog | None = None, region: str | None = None,
+                environ: Mapping[str, str] | None = None
+                ) -> tuple[dict[str, Any], str, FoundRegion]:
     """Read a ParallelCluster YAML file, import it, and write the spec YAML to ``output``.
 
+    Args:
+        region: ``--region``, used when the config has no ``Region`` (then the environment and
+            the AWS config file, as ParallelCluster: :func:`hpcflow.pcluster.region.find_region`).
+        environ: the environment to look in (``os.environ`` when None).
+
     Returns:
-        The spec data and its YAML text.
+        The spec data, its YAML text, and the region with where it came from.
 
     Raises:
         SpecError: the file is missing, not a YAML mapping, or cannot be imported; or ``output``
@@ -169,20 +186,25 @@ def import_file(config_path: str, output: str | None, name: str | None = None,
     """
     from pathlib import Path
 
-    from hpcflow.pcluster.render import _same_file, dump_yaml, write_atomic
+    from hpcflow.pcluster.render import _same_file, check_output_name, dump_yaml, write_atomic
     from hpcflow.spec.cluster_loading import load_yaml_file
 
+    if output is not None:
+        check_output_name(output)
     if output is not None and _same_file(config_path, output):
         raise SpecError(f"-o {output}: that is the config being imported; give another file, "
                         "e.g. -o cluster.spec.yaml")
     cfg = load_yaml_file(config_path)
     if not cfg:
         raise SpecError(f"{config_path}: the file is empty; give a ParallelCluster YAML config")
-    data = import_config(cfg, name, catalog)
+    found = find_region(cfg, region, environ)
+    data = import_config(cfg, name, catalog, found.region)
+    where = "" if found.source == "the config's Region" else \
+        f"\nThe config has no Region: {found.region} is from {found.source}."
     text = dump_yaml(data, header=(
-        f"hpcflow cluster spec imported from {Path(config_path).name}.\n"
+        f"hpcflow cluster spec imported from {Path(config_path).name}.{where}\n"
         "`hpcflow cluster render` turns it back into the same ParallelCluster config; keys "
         "without a\nspec field are in the pcluster: block."))
     if output is not None:
         write_atomic(Path(output), text)
-    return data, text
+    return data, text, found

@@ -95,6 +95,8 @@ def render_file(spec_path: str | Path, output: str | Path | None,
     """
     from hpcflow.pcluster.facts import catalog_with_cache
 
+    if output is not None:
+        check_output_name(output)
     if output is not None and _same_file(spec_path, output):
         raise SpecError(f"-o {output}: that is the spec being rendered; writing the "
                         "ParallelCluster config there would replace the spec. Give another "
@@ -130,6 +132,21 @@ def _unusable_output(path: str | Path, exc: BaseException) -> SpecError:
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return SpecError(f"-o {str(path)[:120]}{'...' if len(str(path)) > 120 else ''}: cannot be "
                      f"used as the output file ({reason}); give a writable file path")
+
+
+def check_output_name(output: str | Path) -> None:
+    """Refuse an ``-o`` name that ends with ``/`` but is no existing folder (``path/new.yaml/``):
+    a trailing slash names a directory, and ``Path`` would silently drop it and write a file.
+
+    Raises:
+        SpecError: exit 2, naming the option and the fix.
+    """
+    text = os.fspath(output)
+    if text.endswith(os.sep) and not os.path.isdir(text):
+        raise SpecError(f"-o {text[:120]}{'...' if len(text) > 120 else ''}: ends with "
+                        f"{os.sep!r}, which names a folder, and there is no such folder; give a "
+                        f"file name without the trailing {os.sep!r}, e.g. "
+                        f"-o {text.rstrip(os.sep)[:120] or 'cluster.yaml'}")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -170,7 +187,14 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         fsutil.write_atomic(target, text)
     except OSError as exc:
-        raise HpcflowError(f"{path}: cannot write in {str(parent)!r}: {exc.strerror or exc}") from None
+        reason = exc.strerror or str(exc)
+        if exc.errno in (errno.ENOENT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EINVAL):
+            # /proc/version: the folder exists, but a kernel file system such as /proc or /sys
+            # (or a read-only or foreign one) takes no new file beside it ("No such file").
+            raise HpcflowError(f"{path}: cannot write: {str(parent)!r} does not let a new file be "
+                               f"created in it ({reason}); give a path in a folder you can "
+                               "write, e.g. ./cluster.yaml") from None
+        raise HpcflowError(f"{path}: cannot write in {str(parent)!r}: {reason}") from None
 
 
 def validate_file(path: str | Path, deep: bool = False, endpoint_url: str | None = None,

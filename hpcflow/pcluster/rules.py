@@ -7,7 +7,7 @@ report each problem under the spec field that produced it when a source map is g
 Each rule cites the ParallelCluster validator it mirrors (aws-parallelcluster 3.16.1,
 ``pcluster/validators/...``) or the AWS page it comes from. Where a rule is stricter than
 ParallelCluster, its message says why. Storage rules live in ``rules_storage``, custom Slurm
-settings in ``rules_slurm``.
+settings in ``rules_slurm``, values AWS refuses but the schema takes in ``rules_values``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from hpcflow.pcluster.findings import (
 )
 from hpcflow.pcluster.rules_slurm import check_slurm_settings
 from hpcflow.pcluster.rules_storage import check_fsx, check_shared_storage
+from hpcflow.pcluster.rules_values import check_values
+from hpcflow.spec.messages import short_value
 
 __all__ = ["RULES", "Ctx", "Finding", "run_rules"]
 
@@ -153,6 +155,29 @@ def _check_efa_placement(q: dict[str, Any], qi: int, efa_crs: list[tuple[int, di
                     "enable it unless a capacity reservation brings its own placement")
 
 
+def check_placement_groups(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
+    """Placement group naming, offline, as ParallelCluster's PlacementGroupNamingValidator
+    (3.16.1 ``ec2_validators.py``) has it, on each queue's and compute resource's
+    ``Networking.PlacementGroup``: ``Id`` and ``Name`` together are an ERROR, and so is a
+    ``Name`` or ``Id`` with ``Enabled: false``. (Whether the group exists needs EC2: --deep.)"""
+    for qi, q in queues(cfg):
+        where = [(QP(qi) + ("Networking", "PlacementGroup"), q)]
+        where += [(QP(qi) + ("ComputeResources", ci, "Networking", "PlacementGroup"), c)
+                  for ci, c in computes(q)]
+        for path, holder in where:
+            pg = as_dict(as_dict(holder.get("Networking")).get("PlacementGroup"))
+            name, pg_id = pg.get("Name"), pg.get("Id")
+            if name and pg_id:
+                ctx.add("PLACEMENT_GROUP_NAME_AND_ID", "error", path + ("Id",), pg_id,
+                        f"placement group Id {pg_id!r} and Name {name!r} are both set; set one "
+                        "(Id is the older spelling of Name; PlacementGroupNamingValidator)")
+            if (name or pg_id) and pg.get("Enabled") is False:
+                ctx.add("PLACEMENT_GROUP_NAMED_BUT_OFF", "error", path + ("Enabled",), False,
+                        f"placement group {name or pg_id!r} is named but Enabled is false; remove "
+                        "the Name/Id to turn placement groups off, or set Enabled: true "
+                        "(PlacementGroupNamingValidator)")
+
+
 def check_capacity(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
     """Counts and capacity blocks: MinCount <= MaxCount; capacity blocks are static
     (MinCount = MaxCount > 0) and need a reservation id (ParallelCluster user guide,
@@ -186,13 +211,15 @@ def check_names_and_limits(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> No
         ctx.add("TOO_MANY_COMPUTE_RESOURCES", "error", ("Scheduling", "SlurmQueues"), total,
                 f"{total} compute resources in the cluster; ParallelCluster allows at most "
                 f"{MAX_CR_PER_CLUSTER}")
-    seen_q: set[Any] = set()
+    seen_q: set[str] = set()
     for qi, q in qs:
-        _check_name(q.get("Name"), QP(qi) + ("Name",), "queue", ctx)
-        if q.get("Name") in seen_q:
-            ctx.add("DUPLICATE_NAME", "error", QP(qi) + ("Name",), q.get("Name"),
-                    f"queue name {q.get('Name')!r} is used twice; names must be unique")
-        seen_q.add(str(q.get("Name")))
+        name = q.get("Name")
+        _check_name(name, QP(qi) + ("Name",), "queue", ctx)
+        if isinstance(name, str) and name in seen_q:
+            ctx.add("DUPLICATE_NAME", "error", QP(qi) + ("Name",), name,
+                    f"queue name {name!r} is used twice; names must be unique")
+        if isinstance(name, str):
+            seen_q.add(name)
         crs = list(computes(q))
         if len(crs) > MAX_CR_PER_QUEUE:
             ctx.add("TOO_MANY_COMPUTE_RESOURCES", "error", QP(qi) + ("ComputeResources",),
@@ -200,15 +227,22 @@ def check_names_and_limits(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> No
         seen_c: set[str] = set()
         for ci, c in crs:
             path = QP(qi) + ("ComputeResources", ci, "Name")
-            _check_name(c.get("Name"), path, "compute resource", ctx)
-            if c.get("Name") in seen_c:
-                ctx.add("DUPLICATE_NAME", "error", path, c.get("Name"),
-                        f"compute resource name {c.get('Name')!r} is used twice in this queue")
-            seen_c.add(str(c.get("Name")))
+            cname = c.get("Name")
+            _check_name(cname, path, "compute resource", ctx)
+            if isinstance(cname, str) and cname in seen_c:
+                ctx.add("DUPLICATE_NAME", "error", path, cname,
+                        f"compute resource name {cname!r} is used twice in this queue")
+            if isinstance(cname, str):
+                seen_c.add(cname)
 
 
 def _check_name(name: Any, path: FieldPath, what: str, ctx: Ctx) -> None:
+    if name is None:
+        return  # a missing name: the schema says "Missing data for required field"
     if not isinstance(name, str):
+        ctx.add("BAD_NAME", "error", path, name,
+                f"{short_value(name)} is not a valid {what} name: a name is text (lowercase "
+                f"letters, digits and hyphens), not a {type(name).__name__}")
         return
     if not NAME_RE.fullmatch(name):
         ctx.add("BAD_NAME", "error", path, name,
@@ -258,8 +292,9 @@ def check_flexible_instances(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> 
                             f"{what}, got {values}; split them into separate compute resources")
 
 
-RULES = (check_instance_types, check_efa, check_flexible_instances, check_capacity, check_names_and_limits,
-         check_shared_storage, check_fsx, check_slurm_settings, check_mixed_types)
+RULES = (check_instance_types, check_efa, check_placement_groups, check_flexible_instances,
+         check_capacity, check_names_and_limits,
+         check_shared_storage, check_fsx, check_slurm_settings, check_mixed_types, check_values)
 
 
 def run_rules(cfg: Mapping[str, Any], catalog: Catalog | None = None,

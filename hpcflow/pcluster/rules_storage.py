@@ -1,9 +1,10 @@
 """Shared storage rules: names, mount dirs, counts, and FSx for Lustre sizes and throughput.
 
 Mirrors aws-parallelcluster 3.16.1 ``pcluster/validators/cluster_validators.py``
-(SharedStorageNameValidator, DuplicateMountDirValidator, NumberOfStorageValidator,
-ManagedFsxMultiAzValidator) and ``fsx_validators.py`` (FsxStorageCapacityValidator,
-FsxStorageTypeOptionsValidator, FsxPersistentOptionsValidator), with constants from
+(SharedStorageNameValidator, SharedStorageMountDirValidator, DuplicateMountDirValidator,
+NumberOfStorageValidator, ManagedFsxMultiAzValidator) and ``fsx_validators.py``
+(FsxStorageCapacityValidator, FsxStorageTypeOptionsValidator, FsxPersistentOptionsValidator),
+with constants from
 ``pcluster/constants.py``.
 """
 
@@ -32,6 +33,14 @@ FSX_KINDS = ("FsxLustre", "FsxOntap", "FsxOpenZfs", "FileCache")
 # PCLUSTER_TAG_VALUE_REGEX: a storage name becomes a tag value.
 STORAGE_NAME_RE = re.compile(r"[\w\+\-\=\.\_\:\@/]{0,256}")
 
+# SharedStorageMountDirValidator: directories a shared storage cannot be mounted on (3.16.1).
+RESERVED_MOUNT_DIRS = frozenset({
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/media", "/mnt", "/opt",
+    "/opt/parallelcluster", "/opt/parallelcluster/shared",
+    "/opt/parallelcluster/shared_login_nodes", "/opt/slurm", "/opt/intel", "/proc", "/root",
+    "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",  # noqa: S108 - a list of names
+})
+
 SETTINGS_KEY = {"FsxLustre": "FsxLustreSettings", "FsxOntap": "FsxOntapSettings",
                 "FsxOpenZfs": "FsxOpenZfsSettings", "FileCache": "FileCacheSettings",
                 "Efs": "EfsSettings", "Ebs": "EbsSettings"}
@@ -58,12 +67,23 @@ def check_shared_storage(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None
             ctx.add("BAD_NAME", "error", ("SharedStorage", si, "Name"), name,
                     f"{name!r} is not a valid storage name: letters, digits and + - = . _ : @ / "
                     "only (it becomes an AWS tag value)")
+        if name == "":
+            ctx.add("BAD_NAME", "error", ("SharedStorage", si, "Name"), name,
+                    "an empty storage name; give 1-30 of letters, digits and + - = . _ : @ / "
+                    "(stricter than ParallelCluster's pattern, which lets an empty name through: "
+                    "the name tags the file system and identifies the storage in the "
+                    "pcluster: block)")
         if isinstance(name, str) and len(name) > STORAGE_NAME_MAX:
             ctx.add("NAME_TOO_LONG", "error", ("SharedStorage", si, "Name"), name,
                     f"{name!r} has {len(name)} characters; at most {STORAGE_NAME_MAX}")
         mount = st.get("MountDir")
         if isinstance(mount, str):
             key = mount.rstrip("/") or "/"
+            if ("/" + key.lstrip("/")) in RESERVED_MOUNT_DIRS:
+                ctx.add("RESERVED_MOUNT_DIR", "error", ("SharedStorage", si, "MountDir"), mount,
+                        f"{mount!r} is a directory the nodes' own system or ParallelCluster "
+                        "uses; mount shared storage elsewhere, e.g. /fsx or /shared "
+                        "(SharedStorageMountDirValidator)")
             if key in seen_dirs:
                 ctx.add("DUPLICATE_MOUNT_DIR", "error", ("SharedStorage", si, "MountDir"), mount,
                         f"{mount!r} is already the mount dir of storage {seen_dirs[key]!r}; "
@@ -121,10 +141,26 @@ def check_fsx(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
         if isinstance(dras, list) and len(dras) > MAX_DRA:
             ctx.add("FSX_TOO_MANY_DRA", "error", base + ("DataRepositoryAssociations",), len(dras),
                     f"{len(dras)} data repository associations; at most {MAX_DRA} per file system")
+        _check_dra_names(dras, base + ("DataRepositoryAssociations",), ctx)
         if s.get("DeletionPolicy", "Delete") == "Delete":
             ctx.add("FSX_DELETE_ON_CLUSTER_DELETE", "warning", base + ("DeletionPolicy",),
                     "Delete", "the file system and its data are deleted with the cluster; set "
                     "deletion_policy: Retain to keep them")
+
+
+def _check_dra_names(dras: Any, base: tuple, ctx: Ctx) -> None:
+    """Data repository association names are unique within a file system (DuplicateNameValidator
+    over ``DataRepositoryAssociations[].Name``, 3.16.1 ``cluster_config.py``)."""
+    seen: set[str] = set()
+    for di, dra in enumerate(dras if isinstance(dras, list) else []):
+        name = as_dict(dra).get("Name")
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            ctx.add("DUPLICATE_NAME", "error", base + (di, "Name"), name,
+                    f"data repository association name {name!r} is used twice; names must be "
+                    "unique within the file system")
+        seen.add(name)
 
 
 def _check_hdd(dt: Any, cap: Any, tput: Any, base: tuple, ctx: Ctx) -> None:

@@ -31,8 +31,10 @@ from hpcflow.spec.cluster_types import (
     ScriptUrl,
     SecurityGroupId,
     SlurmValue,
+    SshKeyName,
     SubnetId,
 )
+from hpcflow.spec.numbers import bounded_int
 
 # ParallelCluster 3.16.1 Image.Os choices (ClusterSchema error text, seen with 3.16.1).
 OS_CHOICES = ("alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rocky8", "rhel9", "rocky9")
@@ -42,6 +44,27 @@ Os = Literal["alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rocky8", "rhel9
 #: hpcflow's bound on one compute resource's node count: far above any real queue, and it keeps
 #: node counts and cost figures finite (a 400-digit count used to reach ``MaxCount``).
 MAX_RESOURCE_NODES = 100_000
+#: EBS root volume sizes in GiB (ParallelCluster's minimum 35, EBS's largest gp3 volume 16 TiB).
+RootVolumeGib = bounded_int(35, 16384)
+NodeCount = bounded_int(0, MAX_RESOURCE_NODES)
+#: ``ScaledownIdletime`` in minutes: -1 (never) up to the most minutes whose seconds still fit a
+#: signed 32-bit integer, the width of Slurm's time settings (slurm.conf(5) ``SuspendTime``).
+MAX_SCALEDOWN_MIN = (2**31 - 1) // 60
+#: CloudWatch Logs' longest retention, 10 years (PutRetentionPolicy ``retentionInDays``).
+MAX_LOG_RETENTION_DAYS = 3653
+MaxNodes = bounded_int(1, MAX_RESOURCE_NODES)
+ScaledownMin = bounded_int(-1, MAX_SCALEDOWN_MIN)
+RetentionDays = bounded_int(1, MAX_LOG_RETENTION_DAYS)
+
+def _placement_group_rule(enabled: bool | None, name: str | None) -> None:
+    """ParallelCluster's PlacementGroupNamingValidator (3.16.1 ``ec2_validators.py``): a named
+    placement group must not be disabled."""
+    if enabled is False and name:
+        raise ValueError(f"placement_group: false with placement_group_name {name!r}: a named "
+                         "placement group must be enabled (ParallelCluster's "
+                         "PlacementGroupNamingValidator); remove the name, or set "
+                         "placement_group: true")
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -79,11 +102,11 @@ class HeadNodeSpec(_Model):
                                         description="EC2 instance type of the head node.")
     subnet_id: SubnetId = Field(description="Subnet of the head node "
                                             "(``HeadNode.Networking.SubnetId``).")
-    ssh_key: str | None = Field(None, description="EC2 key pair name for SSH "
+    ssh_key: SshKeyName | None = Field(None, description="EC2 key pair name for SSH "
                                                   "(``HeadNode.Ssh.KeyName``); omit to use SSM "
                                                   "only.")
-    root_volume_gib: int | None = Field(
-        None, ge=35, le=16384, description="Root volume size in GiB "
+    root_volume_gib: RootVolumeGib | None = Field(
+        None, description="Root volume size in GiB "
                                            "(``LocalStorage.RootVolume.Size``); ParallelCluster's "
                                            "default if unset.")
     imds_secured: bool | None = Field(
@@ -114,11 +137,11 @@ class ComputeSpec(_Model):
         default_factory=list, description="Several instance types for one resource (flexible "
                                           "``Instances``), instead of instance_type; they must "
                                           "have the same vCPUs and accelerators.")
-    min_nodes: int | None = Field(
-        None, ge=0, le=MAX_RESOURCE_NODES,
+    min_nodes: NodeCount | None = Field(
+        None,
         description="Static nodes that always run (``MinCount``); default 0, or ``max_nodes`` on "
                     "a capacity block (capacity blocks need static nodes).")
-    max_nodes: int = Field(ge=1, le=MAX_RESOURCE_NODES,
+    max_nodes: MaxNodes = Field(
                            description="Most nodes this resource scales to (``MaxCount``).")
     efa: bool | None = Field(None, description="Attach EFA; default: on when every instance "
                                                "type supports it.")
@@ -146,6 +169,7 @@ class ComputeSpec(_Model):
                              f"({self.max_nodes}); min_nodes must be <= max_nodes")
         if self.reservation_id and self.reservation_resource_group_arn:
             raise ValueError("set reservation_id or reservation_resource_group_arn, not both")
+        _placement_group_rule(self.placement_group, self.placement_group_name)
         return self
 
     @property
@@ -186,8 +210,8 @@ class QueueSpec(_Model):
         None, description="One job per node; default: ``slurm.job_exclusive_allocation``.")
     custom_ami: AmiId | None = Field(None, description="AMI of this queue's nodes "
                                                        "(``Image.CustomAmi``).")
-    compute_root_volume_gib: int | None = Field(
-        None, ge=35, le=16384, description="Root volume size of each node in GiB "
+    compute_root_volume_gib: RootVolumeGib | None = Field(
+        None, description="Root volume size of each node in GiB "
                                            "(``ComputeSettings.LocalStorage.RootVolume.Size``).")
     additional_iam_policies: list[PolicyArn] = Field(
         default_factory=list, description="IAM policy ARNs added to the nodes' role.")
@@ -206,6 +230,7 @@ class QueueSpec(_Model):
     def _one_reservation(self) -> QueueSpec:
         if self.reservation_id and self.reservation_resource_group_arn:
             raise ValueError("set reservation_id or reservation_resource_group_arn, not both")
+        _placement_group_rule(self.placement_group, self.placement_group_name)
         return self
 
 
@@ -224,8 +249,8 @@ class BootstrapSpec(_Model):
 class SlurmSpec(_Model):
     """Slurm settings of the whole cluster."""
 
-    scaledown_idletime_min: int = Field(
-        10, ge=-1, description="Minutes an idle dynamic node waits before it is stopped (-1: "
+    scaledown_idletime_min: ScaledownMin = Field(
+        10, description="Minutes an idle dynamic node waits before it is stopped (-1: "
                                "never).")
     queue_update_strategy: Literal["COMPUTE_FLEET_STOP", "DRAIN", "TERMINATE"] = Field(
         "COMPUTE_FLEET_STOP", description="How a queue update treats running nodes; "
@@ -249,7 +274,8 @@ class MonitoringSpec(_Model):
     """CloudWatch logs and dashboard."""
 
     logs: bool = Field(True, description="Send node logs to CloudWatch Logs.")
-    log_retention_days: int = Field(14, ge=1, description="Days CloudWatch keeps the logs.")
+    log_retention_days: RetentionDays = Field(
+        14, description="Days CloudWatch keeps the logs.")
     dashboard: bool = Field(True, description="Create the CloudWatch dashboard.")
     detailed_monitoring: bool = Field(False, description="EC2 detailed (1-minute) monitoring.")
 
@@ -260,7 +286,7 @@ class LoginPoolSpec(_Model):
 
     name: str = Field(description="Pool name.")
     instance_type: InstanceType = Field(description="EC2 instance type of the login nodes.")
-    count: int = Field(1, ge=0, description="Number of login nodes.")
+    count: NodeCount = Field(1, description="Number of login nodes.")
     subnet_id: SubnetId = Field(description="Subnet of the login nodes (they use the head "
                                             "node's key pair; ParallelCluster 3.15 dropped "
                                             "their own ``Ssh.KeyName``).")

@@ -22,6 +22,16 @@ from hpcflow.spec.cluster_types import (
     SnapshotId,
     TimeOfDay,
 )
+from hpcflow.spec.numbers import bounded_int
+
+#: The FSx API's bound on ``StorageCapacity`` (CreateFileSystem, "Valid Range: Minimum value of 0.
+#: Maximum value of 2147483647"), in GiB.
+MAX_FSX_CAPACITY_GIB = 2**31 - 1
+#: EBS's largest volume, 64 TiB (io2 Block Express; gp3 has 16 TiB), in GiB.
+MAX_EBS_GIB = 65536
+#: EBS's highest provisioned IOPS (io2 Block Express: 256,000) and gp3 throughput (2,000 MiB/s).
+MAX_EBS_IOPS = 256_000
+MAX_EBS_THROUGHPUT = 2000
 
 
 class _Model(BaseModel):
@@ -53,8 +63,8 @@ class FsxLustreSpec(_Model):
     file_system_id: FileSystemId | None = Field(
         None, description="Mount this existing file system; the settings below must then be "
                           "left out.")
-    storage_capacity_gib: int | None = Field(
-        None, ge=1, description="Capacity in GiB: 1200 or a multiple of 2400 (SSD); HDD: a "
+    storage_capacity_gib: bounded_int(1, MAX_FSX_CAPACITY_GIB) | None = Field(  # type: ignore[valid-type]
+        None, description="Capacity in GiB: 1200 or a multiple of 2400 (SSD); HDD: a "
                                 "multiple of 6000 (12 MB/s/TiB) or 1800 (40 MB/s/TiB).")
     deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = Field(
         "PERSISTENT_2", description="FSx for Lustre deployment type.")
@@ -62,7 +72,7 @@ class FsxLustreSpec(_Model):
         None, description="Disk type (``StorageType``); HDD needs PERSISTENT_1.")
     drive_cache_type: Literal["READ"] | None = Field(
         None, description="SSD read cache of an HDD file system (``DriveCacheType``).")
-    per_unit_storage_throughput: int | None = Field(
+    per_unit_storage_throughput: bounded_int(1, 1000) | None = Field(  # type: ignore[valid-type]
         None, description="MB/s per TiB; PERSISTENT_2: 125/250/500/1000, PERSISTENT_1 SSD: "
                           "50/100/200, HDD: 12/40.")
     compression: Literal["LZ4"] | None = Field(
@@ -73,8 +83,8 @@ class FsxLustreSpec(_Model):
     export_path: S3Path | None = Field(None, description="S3 export path (``ExportPath``).")
     auto_import_policy: Literal["NEW", "NEW_CHANGED", "NEW_CHANGED_DELETED"] | None = Field(
         None, description="Keep the listing in sync with the import path (``AutoImportPolicy``).")
-    automatic_backup_retention_days: int | None = Field(
-        None, ge=0, le=90, description="Days automatic backups are kept (PERSISTENT only).")
+    automatic_backup_retention_days: bounded_int(0, 90) | None = Field(  # type: ignore[valid-type]
+        None, description="Days automatic backups are kept (PERSISTENT only).")
     daily_automatic_backup_start_time: TimeOfDay | None = Field(
         None, description="Daily backup time, HH:MM UTC.")
     copy_tags_to_backups: bool | None = Field(None, description="Copy tags to backups.")
@@ -125,8 +135,8 @@ class EfsSpec(_Model):
         None, description="EFS performance mode.")
     throughput_mode: Literal["bursting", "provisioned"] | None = Field(
         None, description="EFS throughput mode.")
-    provisioned_throughput: int | None = Field(
-        None, ge=1, le=1024, description="MiB/s with throughput_mode provisioned.")
+    provisioned_throughput: bounded_int(1, 1024) | None = Field(  # type: ignore[valid-type]
+        None, description="MiB/s with throughput_mode provisioned.")
     deletion_policy: Literal["Retain", "Delete"] | None = Field(
         "Retain", description="What happens to a new file system when the cluster is deleted "
                               "(null leaves the key out: ParallelCluster's Delete).")
@@ -139,11 +149,14 @@ class EbsSpec(_Model):
     name: str = _name()
     mount_dir: MountDir = Field(description="Where every node mounts it.")
     volume_id: EbsVolumeId | None = Field(None, description="Mount this existing volume.")
-    size_gib: int | None = Field(None, ge=1, description="Size of a new volume in GiB.")
+    size_gib: bounded_int(1, MAX_EBS_GIB) | None = Field(  # type: ignore[valid-type]
+        None, description="Size of a new volume in GiB.")
     volume_type: Literal["gp2", "gp3", "io1", "io2", "sc1", "st1", "standard"] | None = Field(
         None, description="EBS volume type.")
-    iops: int | None = Field(None, ge=1, description="Provisioned IOPS (io1, io2, gp3).")
-    throughput: int | None = Field(None, ge=1, description="MiB/s (gp3).")
+    iops: bounded_int(1, MAX_EBS_IOPS) | None = Field(  # type: ignore[valid-type]
+        None, description="Provisioned IOPS (io1, io2, gp3).")
+    throughput: bounded_int(1, MAX_EBS_THROUGHPUT) | None = Field(  # type: ignore[valid-type]
+        None, description="MiB/s (gp3).")
     encrypted: bool | None = Field(None, description="Encrypt the volume.")
     snapshot_id: SnapshotId | None = Field(None, description="Create the volume from a snapshot.")
     deletion_policy: Literal["Retain", "Delete", "Snapshot"] | None = Field(

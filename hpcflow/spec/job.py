@@ -67,7 +67,14 @@ from hpcflow.spec.loading import (
     validate_model,
     yaml_mapping,
 )
+from hpcflow.spec.numbers import bounded_int
 from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F401 - re-exported
+
+# The counts of a job: strict (no booleans) and bounded, a too-long number named by its bound.
+Nodes = bounded_int(1, MAX_NODES)
+TasksPerNode = bounded_int(1, MAX_TASKS_PER_NODE)
+GpusPerNode = bounded_int(0, MAX_GPUS_PER_NODE)
+CpusPerTask = bounded_int(1, MAX_CPUS_PER_TASK)
 
 
 class JobSpec(_Model):
@@ -76,21 +83,21 @@ class JobSpec(_Model):
     name: str = Field(
         description="Job name (--job-name, and %x in the log file name): 1-64 of [A-Za-z0-9._-].",
     )
-    nodes: StrictInt = Field(
-        default=1, ge=1, le=MAX_NODES, description='Number of nodes (--nodes).')
-    tasks_per_node: StrictInt = Field(
-        default=1, ge=1, le=MAX_TASKS_PER_NODE,
+    nodes: Nodes = Field(
+        default=1, description='Number of nodes (--nodes).')
+    tasks_per_node: TasksPerNode = Field(
+        default=1,
         description=(
             "Ranks per node (--ntasks-per-node); with GPUs it defaults to, and must equal, "
             "gpus_per_node."
         ),
     )
-    gpus_per_node: StrictInt = Field(
-        default=0, ge=0, le=MAX_GPUS_PER_NODE,
+    gpus_per_node: GpusPerNode = Field(
+        default=0,
         description="GPUs per node (--gpus-per-node); 0 on CPU-only nodes.",
     )
-    cpus_per_task: StrictInt = Field(
-        default=1, ge=1, le=MAX_CPUS_PER_TASK, description='CPU cores per rank (--cpus-per-task).')
+    cpus_per_task: CpusPerTask = Field(
+        default=1, description='CPU cores per rank (--cpus-per-task).')
     time_limit: Annotated[str, BeforeValidator(_time_limit)] = Field(
         json_schema_extra={"limits": "more than 0, at most 365 days"},
         description='Wall-time limit (--time): "MM", "HH:MM:SS", "D-HH:MM:SS", ...; kept as [D-]HH:MM:SS.',

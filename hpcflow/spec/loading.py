@@ -142,6 +142,9 @@ def spec_error(exc: ValidationError, source: str) -> SpecError:
     source = source_name(source)
     problems = []
     for err in exc.errors(include_url=False):
+        if (line := _key_problem(err)) is not None:
+            problems.append(f"{source}: {line}")
+            continue
         # pydantic marks a dict key's own error with a trailing "[key]": the path names the key.
         loc = [p for p in err.get("loc", ())
                if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]"))]
@@ -157,6 +160,23 @@ def spec_error(exc: ValidationError, source: str) -> SpecError:
             problems.append(f"{source}: {path}: {msg}")
     header = f"{source}: {len(problems)} problem(s) in the spec"
     return SpecError(header + "\n  " + "\n  ".join(problems), problems)
+
+
+def _key_problem(err: Any) -> str | None:
+    """``path: what is wrong`` for a key that is not text (``~: x``, ``5: x``), whose own
+    pydantic line read "None: None: Keys should be strings"; None for any other error."""
+    loc = list(err.get("loc", ()))
+    if err.get("type") == "invalid_key":
+        parent = loc[:-1]
+    elif loc and loc[-1] == "[key]" and not isinstance(err.get("input"), str):
+        parent = loc[:-2]
+    else:
+        return None
+    key = err.get("input")
+    what = ("a null key (YAML's `~`, `null`, or a line that starts with ':')" if key is None
+            else f"the key {_short(key)} ({type(key).__name__})")
+    where = format_loc(parent) if parent else "(top level)"
+    return f"{where}: {what} is not allowed: keys are field names or text; quote it or remove it"
 
 
 def validate_model(model: type[BaseModel], data: Mapping[str, Any], source: str) -> Any:

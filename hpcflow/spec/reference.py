@@ -37,7 +37,7 @@ def _limits(field: Any) -> str:
     if isinstance(extra, dict) and "limits" in extra:
         return str(extra["limits"])
     low = high = None
-    for item in field.metadata:
+    for item in [*field.metadata, *_optional_bounds(field.annotation)]:
         if isinstance(item, annotated_types.Ge):
             low = item.ge
         elif isinstance(item, annotated_types.Le):
@@ -49,6 +49,16 @@ def _limits(field: Any) -> str:
     if get_origin(field.annotation) is Literal:
         return ", ".join(f"`{v}`" for v in get_args(field.annotation))
     return ""
+
+
+def _optional_bounds(annotation: Any) -> list[Any]:
+    """The ``ge``/``le`` metadata of an ``Annotated[int, ..., Field(ge=, le=)] | None`` (pydantic
+    keeps it inside the union, not on the field)."""
+    out: list[Any] = []
+    for arg in getattr(annotation, "__args__", ()) or ():
+        for meta in getattr(arg, "__metadata__", ()):
+            out += list(getattr(meta, "metadata", ()))
+    return out
 
 
 def reference_markdown(model: type[BaseModel], title: str, intro: str = "") -> str:

@@ -128,7 +128,10 @@ def test_malformed_instance_type_says_what_is_expected(tmp_path: Path, base_spec
 
 
 @pytest.mark.parametrize("field, value, expected", [
-    pytest.param("region", "us-east-01", "not an AWS region: expected e.g. 'us-east-1'", id="region"),
+    pytest.param("region", "us-east-01", "not an AWS region aws-parallelcluster supports: "
+                 "expected e.g. 'us-east-1'; did you mean 'us-east-1'?", id="region"),
+    pytest.param("region", "us-east-9", "not an AWS region aws-parallelcluster supports",
+                 id="unknown-region"),
     pytest.param("name", "my_cluster", "not a cluster name", id="cluster-name"),
     pytest.param("s3_access", [{"bucket": "s3://ckpt"}], "no s3:// prefix", id="bucket-url"),
 ])

@@ -111,6 +111,29 @@ BREAKERS = {
         capacity_type="capacity_block", reservation_id="cr-0123456789abcdef0",
         compute=[{"instance_type": "p5.48xlarge", "min_nodes": 1, "max_nodes": 2}]),
     "empty-file": lambda s: s.clear(),
+    # Accepted once although AWS or ParallelCluster refuses them.
+    "bucket-double-dot": lambda s: s.update(s3_access=[{"bucket": "a..b"}]),
+    "bucket-ip": lambda s: s.update(s3_access=[{"bucket": "192.168.1.1"}]),
+    "bucket-reserved-prefix": lambda s: s.update(s3_access=[{"bucket": "xn--ckpt"}]),
+    "bucket-reserved-suffix": lambda s: s.update(s3_access=[{"bucket": "ckpt-s3alias"}]),
+    "region-unknown": lambda s: s.update(region="us-east-9"),
+    "ssh-key-empty": lambda s: s["head_node"].update(ssh_key=""),
+    "ssh-key-too-long": lambda s: s["head_node"].update(ssh_key="k" * 300),
+    "max-nodes-bool": lambda s: s["queues"][0]["compute"][0].update(max_nodes=True),
+    "scaledown-huge": lambda s: s.update(slurm={"scaledown_idletime_min": 10**12}),
+    "fsx-capacity-huge": lambda s: s.update(storage=[{"name": "f", "storage_capacity_gib":
+                                                      2_400_000_000}]),
+    "fsx-empty-name": lambda s: s.update(storage=[{"name": "", "storage_capacity_gib": 1200,
+                                                   "per_unit_storage_throughput": 125}]),
+    "dra-same-name": lambda s: s.update(storage=[{
+        "name": "f", "storage_capacity_gib": 1200, "per_unit_storage_throughput": 125,
+        "data_repositories": [{"name": "d", "s3_path": f"s3://bkt-{i}/x", "fs_path": f"/d{i}"}
+                              for i in range(2)]}]),
+    "mount-opt-slurm": lambda s: s.update(storage=[{"name": "f", "mount_dir": "/opt/slurm",
+                                                    "file_system_id": "fs-0123456789abcdef0"}]),
+    "placement-group-off-but-named": lambda s: s["queues"][0].update(
+        placement_group=False, placement_group_name="pg-train"),
+    "null-key": lambda s: s.update({None: None}),
 }
 
 
@@ -131,3 +154,63 @@ def test_invalid_specs_fail_cleanly_and_write_nothing(tmp_path: Path, spec, brea
     else:
         raise AssertionError(f"{breaker}: render accepted an invalid spec")
     assert sorted(p.name for p in workdir.iterdir()) == ["spec.yaml"]
+
+
+# Hostile values for ``cluster validate`` on a hand-written config: none may crash it (exit 1).
+HOSTILE = st.sampled_from([
+    None, True, 0, -1, 10**30, 1.5, "", " ", "a b", "$(touch pwned)", "a\nb", "\x1b[31m", "x" * 300,
+    ["a"], [], {"a": 1}, {}, [{"Name": "x"}], {None: 1}, "/opt/slurm", "us-east-9", "default",
+])
+CONFIG_PATHS = [
+    ("Region",), ("Image", "Os"), ("HeadNode",), ("HeadNode", "InstanceType"),
+    ("HeadNode", "Networking", "SubnetId"), ("Scheduling", "SlurmQueues"),
+    ("Scheduling", "SlurmQueues", 0, "Name"), ("Scheduling", "SlurmQueues", 0, "Networking"),
+    ("Scheduling", "SlurmQueues", 0, "Networking", "PlacementGroup"),
+    ("Scheduling", "SlurmQueues", 0, "ComputeResources"),
+    ("Scheduling", "SlurmQueues", 0, "ComputeResources", 0, "Name"),
+    ("Scheduling", "SlurmQueues", 0, "ComputeResources", 0, "InstanceType"),
+    ("Scheduling", "SlurmQueues", 0, "ComputeResources", 0, "MinCount"),
+    ("Scheduling", "SlurmQueues", 0, "ComputeResources", 0, "Efa"),
+    ("Scheduling", "SlurmSettings"), ("SharedStorage",), ("Tags",), (None,),
+]
+BASE_CONFIG = {
+    "Region": "us-east-1", "Image": {"Os": "alinux2023"},
+    "HeadNode": {"InstanceType": "m5.xlarge", "Networking": {"SubnetId": SUBNET}},
+    "Scheduling": {"Scheduler": "slurm", "SlurmQueues": [{
+        "Name": "train", "Networking": {"SubnetIds": [SUBNET]},
+        "ComputeResources": [{"Name": "gpu", "InstanceType": "p5.48xlarge", "MinCount": 0,
+                              "MaxCount": 2, "Efa": {"Enabled": True}}]}]},
+    "SharedStorage": [{"Name": "fsx", "MountDir": "/fsx", "StorageType": "FsxLustre",
+                       "FsxLustreSettings": {"FileSystemId": "fs-0123456789abcdef0"}}],
+}
+
+
+def _put(cfg, path, value) -> None:  # noqa: ANN001
+    node = cfg
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(CONFIG_PATHS), HOSTILE), min_size=1, max_size=3))
+def test_hostile_configs_never_crash_validate(tmp_path: Path, edits):
+    import copy
+
+    from click.testing import CliRunner
+
+    from hpcflow.cli.main import cli
+
+    cfg = copy.deepcopy(BASE_CONFIG)
+    for path, value in edits:
+        try:
+            _put(cfg, path, copy.deepcopy(value))
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier edit replaced the parent
+    src = tmp_path / "cluster.yaml"
+    src.write_text(yaml.safe_dump(cfg))
+    r = CliRunner().invoke(cli, ["cluster", "validate", str(src)])
+    assert r.exit_code in (0, 2), (edits, r.output)
+    assert "internal error" not in r.output and "Traceback" not in r.output, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yaml"]

@@ -202,6 +202,38 @@ CASES = [
                  id="six-shared-ebs"),
     pytest.param(_cfg(_storages(("Efs", "/a"), name="x" * 31)), {"NAME_TOO_LONG"},
                  id="storage-name-31-chars"),
+    pytest.param(_cfg(_storages(("Efs", "/opt/slurm"))), {"RESERVED_MOUNT_DIR"},
+                 id="mount-dir-opt-slurm"),
+    pytest.param(_cfg(_storages(("Efs", "/var"))), {"RESERVED_MOUNT_DIR"}, id="mount-dir-var"),
+    pytest.param(_cfg(_storages(("Efs", "/shared"))), set(), id="mount-dir-shared"),
+    pytest.param(_cfg(_queue_net(PlacementGroup={"Enabled": False, "Id": "pg-train"})),
+                 {"PLACEMENT_GROUP_NAMED_BUT_OFF"}, id="queue-pg-off-with-id"),
+    pytest.param(_cfg(_queue_net(PlacementGroup={"Enabled": False, "Name": "pg-train"})),
+                 {"PLACEMENT_GROUP_NAMED_BUT_OFF"}, id="queue-pg-off-with-name"),
+    pytest.param(_cfg(_queue_net(PlacementGroup={"Name": "pg-a", "Id": "pg-b"})),
+                 {"PLACEMENT_GROUP_NAME_AND_ID"}, id="queue-pg-id-and-name"),
+    pytest.param(_cfg(_compute(Networking={"PlacementGroup": {"Enabled": False, "Id": "pg"}})),
+                 {"PLACEMENT_GROUP_NAMED_BUT_OFF"}, id="compute-pg-off-with-id"),
+    pytest.param(_cfg(_compute(Networking={"PlacementGroup": {"Name": "a", "Id": "b"}})),
+                 {"PLACEMENT_GROUP_NAME_AND_ID"}, id="compute-pg-id-and-name"),
+    pytest.param(_cfg(_queue_net(PlacementGroup={"Name": "pg-train"})), set(),
+                 id="queue-pg-name-implies-enabled"),
+    pytest.param(_cfg(_queue_net(PlacementGroup={"Enabled": True, "Id": "pg-train"})), set(),
+                 id="queue-pg-on-with-id"),
+    pytest.param(_cfg(lambda c: c.update(Region="us-east-9")), {"UNKNOWN_REGION"},
+                 id="unknown-region"),
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(Ssh={"KeyName": ""})), {"BAD_KEY_NAME"},
+                 id="empty-key-name"),
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(Iam={"S3Access": [{"BucketName": "a..b"}]})),
+                 {"BAD_BUCKET_NAME"}, id="bucket-double-dot"),
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(Iam={"S3Access": [{"BucketName": "ck*"}]})),
+                 set(), id="bucket-wildcard"),
+    pytest.param(_cfg(lambda c: c["Scheduling"].update(SlurmSettings={"ScaledownIdletime":
+                                                                      10**12})),
+                 {"SCALEDOWN_TOO_LONG"}, id="scaledown-huge"),
+    pytest.param(_cfg(_fsx(StorageCapacity=2_400_000_000, DeploymentType="PERSISTENT_2",
+                           PerUnitStorageThroughput=125)), {"FSX_CAPACITY"},
+                 id="fsx-capacity-huge"),
 ]
 
 
@@ -243,3 +275,36 @@ def test_two_subnets_in_one_zone_are_refused_with_the_reason(monkeypatch):
     errors = _hpcflow_errors(cfg)
     assert [f.code for f in errors] == ["EFA_MULTIPLE_SUBNETS"]
     assert "stricter than ParallelCluster" in errors[0].message
+
+
+def test_the_oracle_runs_at_least_the_expected_validators():
+    import _pcluster_oracle
+
+    assert pcluster_verdict(copy.deepcopy(BASE)) == ([], [])
+    assert len(_pcluster_oracle.LAST_RUN) >= _pcluster_oracle.MIN_OFFLINE_VALIDATORS
+    assert {"NameValidator", "EfaValidator", "MaxCountValidator"} <= set(_pcluster_oracle.LAST_RUN)
+    pcluster_verdict(_cfg(_storages(("Efs", "/a")),
+                          _queue_net(PlacementGroup={"Enabled": True, "Name": "pg"})))
+    assert {"PlacementGroupNamingValidator", "SharedStorageMountDirValidator"} \
+        <= set(_pcluster_oracle.LAST_RUN)
+
+
+def test_the_oracle_fails_when_a_registration_fails(monkeypatch):
+    """It used to skip such a resource's validators silently (``except Exception: continue``)."""
+    from pcluster.config.cluster_config import SlurmClusterConfig
+
+    def broken(self, context=None):  # noqa: ANN001, ANN202
+        raise RuntimeError("asks AWS")
+
+    monkeypatch.setattr(SlurmClusterConfig, "_register_validators", broken)
+    with pytest.raises(AssertionError, match="could not register the validators of "
+                                             "SlurmClusterConfig: RuntimeError: asks AWS"):
+        pcluster_verdict(copy.deepcopy(BASE))
+
+
+def test_the_oracle_fails_when_too_few_validators_ran(monkeypatch):
+    import _pcluster_oracle
+
+    monkeypatch.setattr(_pcluster_oracle, "OFFLINE", frozenset({"NameValidator"}))
+    with pytest.raises(AssertionError, match="only 1 offline validators ran"):
+        pcluster_verdict(copy.deepcopy(BASE))

@@ -1,0 +1,69 @@
+"""Values ParallelCluster's schema takes but AWS refuses at create time, checked on the config so
+that ``hpcflow cluster validate`` judges a hand-written file as the cluster spec would: the region,
+S3 bucket names, the key pair name, ``ScaledownIdletime`` and FSx ``StorageCapacity``.
+
+Each is stricter than ParallelCluster's schema (aws-parallelcluster 3.16.1), and its message says
+so and why. The bounds are the spec's (:mod:`hpcflow.spec.cluster`,
+:mod:`hpcflow.spec.cluster_storage`), so a spec and a config are held to one rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hpcflow.pcluster.catalog import Catalog
+from hpcflow.pcluster.findings import QP, Ctx, FieldPath, as_dict, queues
+from hpcflow.spec.cluster import MAX_SCALEDOWN_MIN
+from hpcflow.spec.cluster_storage import MAX_FSX_CAPACITY_GIB
+from hpcflow.spec.cluster_types import region_problem
+from hpcflow.spec.messages import short_value
+from hpcflow.spec.s3uri import bucket_name_problem
+
+_STRICTER = "stricter than ParallelCluster's schema, which takes it: AWS refuses it at create time"
+
+
+def check_values(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
+    """Region, bucket names, key pair name, ScaledownIdletime and StorageCapacity (see above)."""
+    region = cfg.get("Region")
+    if isinstance(region, str) and (problem := region_problem(region)):
+        ctx.add("UNKNOWN_REGION", "error", ("Region",), region,
+                f"{short_value(region)}: {problem} ({_STRICTER})")
+    key = as_dict(as_dict(cfg.get("HeadNode")).get("Ssh")).get("KeyName")
+    if isinstance(key, str) and not 1 <= len(key) <= 255:
+        ctx.add("BAD_KEY_NAME", "error", ("HeadNode", "Ssh", "KeyName"), key,
+                f"an EC2 key pair name has 1 to 255 characters, this one {len(key)} "
+                f"(EC2 CreateKeyPair, KeyName; {_STRICTER})")
+    _check_buckets(cfg, ctx)
+    idle = as_dict(as_dict(cfg.get("Scheduling")).get("SlurmSettings")).get("ScaledownIdletime")
+    if isinstance(idle, int) and not isinstance(idle, bool) and idle > MAX_SCALEDOWN_MIN:
+        ctx.add("SCALEDOWN_TOO_LONG", "error", ("Scheduling", "SlurmSettings",
+                                                "ScaledownIdletime"), idle,
+                f"{short_value(idle)} minutes; at most {MAX_SCALEDOWN_MIN:,} (its seconds must "
+                "fit the signed 32-bit integer of Slurm's SuspendTime; stricter than "
+                "ParallelCluster's schema, which has no upper bound)")
+    storages = cfg.get("SharedStorage")
+    for si, st in enumerate(storages if isinstance(storages, list) else []):
+        cap = as_dict(as_dict(st).get("FsxLustreSettings")).get("StorageCapacity")
+        if isinstance(cap, int) and not isinstance(cap, bool) and cap > MAX_FSX_CAPACITY_GIB:
+            ctx.add("FSX_CAPACITY", "error", ("SharedStorage", si, "FsxLustreSettings",
+                                              "StorageCapacity"), cap,
+                    f"{short_value(cap)} GiB; the FSx API takes at most "
+                    f"{MAX_FSX_CAPACITY_GIB:,} (CreateFileSystem StorageCapacity; {_STRICTER})")
+
+
+def _check_buckets(cfg: Mapping[str, Any], ctx: Ctx) -> None:
+    """``Iam.S3Access[].BucketName`` of the head node and of each queue."""
+    holders: list[tuple[FieldPath, Any]] = [(("HeadNode",), cfg.get("HeadNode"))]
+    holders += [(QP(qi), q) for qi, q in queues(cfg)]
+    for base, holder in holders:
+        access = as_dict(as_dict(holder).get("Iam")).get("S3Access")
+        for ai, item in enumerate(access if isinstance(access, list) else []):
+            name = as_dict(item).get("BucketName")
+            # ParallelCluster allows a "*" wildcard in S3Access bucket names.
+            if not isinstance(name, str) or "*" in name:
+                continue
+            if (problem := bucket_name_problem(name)) is not None:
+                ctx.add("BAD_BUCKET_NAME", "error", base + ("Iam", "S3Access", ai, "BucketName"),
+                        name, f"{short_value(name)} is not a valid S3 bucket name: {problem} "
+                        f"(S3 bucket naming rules; {_STRICTER})")
