@@ -43,6 +43,7 @@ from hpcflow.plan.interval import (
 LLAMA3_FAILURES_PER_NODE_HOUR = 419 / (2048 * 54 * 24)
 FAILURE_RATE_SOURCE = ("Llama 3 pre-training: 419 unexpected interruptions in 54 days on 2,048 "
                        "nodes of 8 H100 (Dubey et al. 2024, arXiv:2407.21783, section 3.3.4)")
+_EXP_LIMIT = 700.0  # exp(700) is near the largest float; beyond it the goodput is 0 anyway
 CATEGORIES = ("useful", "checkpointing", "lost_work", "restarts", "startups")
 
 
@@ -151,6 +152,10 @@ def shares(interval_s: float, save_s: float, mtbf_s: float, restart_s: float,
     length = interval_s + save_s
     if length <= 0:
         raise ValueError("interval_s + save_s must be above 0")
+    if length / mtbf_s > _EXP_LIMIT:  # a segment far longer than the MTBF: it never commits
+        down = mtbf_s + detection_s + restart_s
+        return {"useful": 0.0, "checkpointing": 0.0, "lost_work": (mtbf_s + detection_s) / down,
+                "restarts": restart_s / down}
     total = segment_time(length, mtbf_s, restart_s + detection_s)
     if math.isinf(mtbf_s):
         n = lost = 0.0
@@ -185,9 +190,9 @@ def predict(inputs: GoodputInputs) -> GoodputPrediction:
     gpu_hours = {k: gpus * train_h * v for k, v in frac.items()}
     gpu_hours["startups"] = gpus * startup / 3600.0
     gpu_hours["total"] = gpus * inputs.hours
-    length = interval + inputs.save_s
-    seg_total = segment_time(length, m, inputs.restart_s + inputs.detection_s)
-    failures = 0.0 if math.isinf(m) else (wall_s - startup) / seg_total * math.expm1(length / m)
+    # n failures per segment of (M + D + R) * n seconds: one per M + D + R of held time
+    failures = 0.0 if math.isinf(m) else (wall_s - startup) / (
+        m + inputs.detection_s + inputs.restart_s)
     pred = GoodputPrediction(inputs, interval, source, intervals, m,
                              gpu_hours["useful"] / gpu_hours["total"], gpu_hours, failures)
     pred.notes.extend(_notes(inputs, interval, m, wall_s))

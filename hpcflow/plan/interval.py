@@ -129,7 +129,7 @@ def availability_optimal_interval(save_s: float, mtbf_s: float) -> float:
     lo, hi = 0.0, 1.0
     for _ in range(200):
         mid = (lo + hi) / 2
-        if (1 - mid) * math.exp(mid + d) > 1:
+        if math.log1p(-mid) + mid + d > 0:  # (1 - u) exp(u + d) > 1, without overflow
             lo = mid
         else:
             hi = mid

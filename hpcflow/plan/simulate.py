@@ -131,3 +131,17 @@ def _one_job(rng: random.Random, inputs: GoodputInputs, interval_s: float,
             if run("lost_work", inputs.detection_s) == "end" or \
                     recover("restarts", inputs.restart_s) == "end":
                 return acc, failures
+
+
+#: Events (failures and segments) the simulation may step through in one call: about a second.
+EVENT_BUDGET = 2_000_000
+
+
+def affordable_runs(inputs: GoodputInputs, interval_s: float, runs: int,
+                    budget: int = EVENT_BUDGET) -> int:
+    """How many of ``runs`` fit in ``budget`` events (0: not even one job fits), from the
+    expected failures and segments of one job."""
+    wall = inputs.hours * 3600.0
+    rate = inputs.failures_per_node_hour * inputs.nodes / 3600.0
+    per_job = wall * rate + wall / (interval_s + inputs.save_s) + 1
+    return max(0, min(runs, int(budget // per_job)))
