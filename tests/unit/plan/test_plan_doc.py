@@ -73,3 +73,15 @@ def test_the_figure_the_page_quotes_is_what_the_command_prints(tmp_path: Path, m
     assert result.exit_code == 0, result.output
     assert "gives 90.70%" in text
     assert re.search(r"goodput\s+│\s+90\.70%", result.output), result.output
+
+
+def test_the_pages_spec_fragment_is_a_valid_checkpoint_block():
+    import yaml
+
+    from hpcflow.spec.job import JobSpec
+
+    fragment = PAGE.read_text().split("```yaml\n", 1)[1].split("```", 1)[0]
+    spec = JobSpec.model_validate({"name": "a", "time_limit": "10", "run_dir": "/tmp/r",
+                                   "program": {"argv": ["true"]}, **yaml.safe_load(fragment)})
+    assert spec.checkpoint.interval == "auto"
+    assert spec.checkpoint.failures_per_node_hour == 0.000158

@@ -115,3 +115,17 @@ def test_invalid_inputs_are_named(field, value):
     inputs = GoodputInputs(**{**base, field: value})
     with pytest.raises(ValueError, match=f"^{field}: "):
         predict(inputs)
+
+
+def test_the_formulas_the_runtime_uses_import_only_math():
+    import ast
+    from pathlib import Path
+
+    import hpcflow.plan
+
+    folder = Path(hpcflow.plan.__file__).parent
+    for name in ("interval.py", "goodput.py"):
+        tree = ast.parse((folder / name).read_text())
+        mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert {m for m in mods if m.startswith("hpcflow")} <= {"hpcflow.plan.interval"}, name

@@ -177,8 +177,9 @@ def test_importing_env_and_the_package_does_not_import_torch():
 
 
 @pytest.mark.parametrize("package, allowed", [
+    # hpcflow.plan.interval and .goodput: pure formulas over numbers (checkpoint.interval: auto)
     pytest.param("runtime", ("hpcflow.errors", "hpcflow.fsutil", "hpcflow.slurm.hostlist",
-                             "hpcflow.protocol",
+                             "hpcflow.protocol", "hpcflow.plan.interval", "hpcflow.plan.goodput",
                              "hpcflow.runtime"), id="runtime"),
     pytest.param("examples", ("hpcflow.errors", "hpcflow.runtime", "hpcflow.examples"),
                  id="examples-use-the-runtime-only"),
