@@ -30,6 +30,10 @@ EXIT_PREEMPTED = 75
 ENV_RUN_DIR = "HPCFLOW_RUN_DIR"
 ENV_CHECKPOINT_DIR = "HPCFLOW_CHECKPOINT_DIR"
 ENV_CHECKPOINT_INTERVAL = "HPCFLOW_CHECKPOINT_INTERVAL"
+#: The value of ``HPCFLOW_CHECKPOINT_INTERVAL`` that lets the runtime choose the interval
+#: (``checkpoint.interval: auto``), and the failure rate it plans with (per node-hour).
+CHECKPOINT_INTERVAL_AUTO = "auto"
+ENV_FAILURES_PER_NODE_HOUR = "HPCFLOW_FAILURES_PER_NODE_HOUR"
 ENV_CHECKPOINT_KEEP = "HPCFLOW_CHECKPOINT_KEEP"
 ENV_MAX_REQUEUES = "HPCFLOW_MAX_REQUEUES"
 ENV_PREEMPT_FLAG = "HPCFLOW_PREEMPT_FLAG"
@@ -81,6 +85,14 @@ EVENT_STEP_RESTART = "step_restart"
 #: Ledger event the batch script appends when a rank failed with an exception: ``exception``
 #: (``<type>@<step>``), ``traceback`` (file under the run directory), ``repeated``.
 EVENT_PROGRAM_ERROR = "program_error"
+#: Ledger event rank 0 appends when ``checkpoint.interval: auto`` chose an interval (after the
+#: warm-up of each program start): ``reason`` (:data:`INTERVAL_REASONS`), ``step``,
+#: ``interval_steps``, ``interval_s``, ``save_s``, ``step_time_s``, ``restart_s``,
+#: ``failures_per_node_hour``, ``nodes``, ``mtbf_s``, ``formula``, ``expected_goodput``.
+EVENT_INTERVAL_CHOSEN = "interval_chosen"
+INTERVAL_REASON_WARMUP = "warmup"
+INTERVAL_REASON_RESTART = "restart"
+INTERVAL_REASONS = (INTERVAL_REASON_WARMUP, INTERVAL_REASON_RESTART)
 #: Ledger event the batch script appends when it excludes a node from the job's steps after
 #: ``resilience.exclude_after_failures`` rank failures were blamed on it: ``node``,
 #: ``failures``, ``excluded`` (every node excluded so far, comma-separated), ``spare`` (true:

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "hpcflow.cli.doctor:doctor",
     "bootstrap": "hpcflow.cli.bootstrap:bootstrap",
     "spot-watch": "hpcflow.cli.spot:spot_watch",
+    "plan": "hpcflow.cli.plan:plan",
 }
 
 
@@ -60,7 +61,8 @@ def cli(ctx: click.Context, debug: bool, **remote: object) -> None:
 
     Submit and follow jobs (submit, status, logs, cancel, list), rehearse them on a local
     emulated Slurm cluster (local-cluster), build AWS ParallelCluster configs (cluster), and
-    set up and check cluster nodes (bootstrap, doctor, spot-watch).
+    set up and check cluster nodes (bootstrap, doctor, spot-watch), and plan a run's goodput,
+    cost and parallel layout from measured costs (plan).
 
     From a laptop, --host HEAD runs submit, status, logs, cancel, report and list on the
     cluster's head node over SSH (docs/remote.md).

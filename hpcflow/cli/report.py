@@ -18,9 +18,11 @@ from hpcflow.cli.output import JsonCommand, check_job_id, emit_json, handles_err
 def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     """Goodput ledger of a job: pending, startup, training, checkpointing and lost time per
     attempt, how each attempt ended, every failure with the steps it lost, the goodput
-    (training / wall), and an SVG timeline."""
+    (training / wall), and an SVG timeline. --json also carries the measured save, restart and
+    start-up costs and failure rate that `hpcflow plan goodput --from-job` reads."""
     from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.endings import excluded_nodes
+    from hpcflow.jobs.measured import measured_costs
     from hpcflow.jobs.notices import notice_outcomes
     from hpcflow.jobs.report import load_report
     from hpcflow.jobs.timeline import render_svg
@@ -47,7 +49,8 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     if as_json:
         emit_json({**rep.to_dict(), "svg": svg_path and str(svg_path), "excluded_nodes": excluded,
                    "spot_notices": [n.to_dict() for n in notices],
-                   "mirror": mirror.to_dict() if mirror else None})
+                   "mirror": mirror.to_dict() if mirror else None,
+                   "measured": measured_costs(rep)})
         return
     rows = [(a.restart + 1, f"{a.pending_s:.0f}", f"{a.startup_s:.0f}", f"{a.training_s:.0f}",
              f"{a.checkpointing_s:.1f}", f"{a.lost_s:.1f}",

@@ -37,7 +37,7 @@ from hpcflow.protocol import (
 __all__ = ["AttemptLedger", "Failure", "GoodputReport", "build_report", "load_report",
            "split_log"]
 _PRIVATE = ("step_times", "segments", "segment_lost", "events", "times", "trained_s",
-            "first_task")
+            "first_task", "save_times")
 
 
 @dataclass
@@ -89,6 +89,7 @@ class AttemptLedger:
     times: list[float] = field(default_factory=list, repr=False)
     first_task: str = field(default="", repr=False)  # srun's first "task N: ..." error line
     trained_s: float = field(default=0.0, repr=False)
+    save_times: list[float] = field(default_factory=list, repr=False)  # each save's blocking s
 
 
 @dataclass
@@ -263,6 +264,8 @@ def _fill_from_log(att: AttemptLedger, lines: list[tuple[str, dict[str, Any]]]) 
             segment = {}
         elif tag == TAG_CHECKPOINT:
             att.checkpointing_s += float(payload.get("save_s", 0.0))
+            if "save_s" in payload and not payload.get("failed"):
+                att.save_times.append(float(payload["save_s"]))
         elif tag == TAG_RESUME and "step" in payload and att.resumed_from is None:
             att.resumed_from = int(payload["step"])
         elif tag == TIME:

@@ -89,6 +89,11 @@ class Run(Leaving):
         self._async_pending: int | None = None  # a background save not yet known committed
         self._last_boundary = time.monotonic()
         self.heartbeat = heartbeat  # only under a resilience block (HPCFLOW_HEARTBEAT_DIR)
+        self.started_wall = time.time()  # Unix time; checkpoint.interval: auto measures from it
+        self.first_step_wall: float | None = None
+        from hpcflow.runtime.auto_guard import make_auto
+
+        self.auto = make_auto(env, config)  # checkpoint.interval: auto, else None
         self.ckpt = None
         if config.checkpoint_dir is not None:
             self.ckpt = CheckpointManager(
@@ -242,6 +247,8 @@ class Run(Leaving):
             before_load(latest)
         self.ckpt.load(latest, {"app": self._app(state, restore_rng=same_world)})
         self.step = self._last_saved = latest
+        if self.auto is not None:
+            self.auto.restarted = True
         self._beat(SECTION_STEP)
         emit(self.env, TAG_RESUME, {"step": latest})
         self._last_boundary = time.monotonic()
@@ -250,6 +257,8 @@ class Run(Leaving):
     def report_resume(self, step: int) -> None:
         """Rank 0 prints ``hpcflow-resume`` (a framework adapter resumed from ``step``)."""
         self.step = self._last_saved = step
+        if self.auto is not None:
+            self.auto.restarted = True
         emit(self.env, TAG_RESUME, {"step": step})
         self._last_boundary = time.monotonic()
 
@@ -262,6 +271,10 @@ class Run(Leaving):
             self._beat(SECTION_STEP)
         emit(self.env, TAG_STEP, {"step": step, "step_time_s": now - self._last_boundary,
                                   **dict(metrics or {})})
+        if self.auto is not None:
+            self.auto.observe_step(step, now - self._last_boundary)
+            if self.first_step_wall is None:
+                self.first_step_wall = time.time()
         self._last_boundary = now
 
     def step_done(self, step: int, state: Mapping[str, Any],
@@ -296,8 +309,14 @@ class Run(Leaving):
         if stop:
             self.save(step, state, reason="preempt")
             self.leave_preempted(step)
-        if self.ckpt is not None and self.ckpt.due(step):
+        if self.ckpt is not None and (self.auto.due(step) if self.auto is not None
+                                      else self.ckpt.due(step)):
+            started = time.monotonic()
             self.save(step, state, reason="interval", blocking=not self.async_save)
+            if self.auto is not None:
+                from hpcflow.runtime.auto_guard import interval_saved
+
+                interval_saved(self, step, time.monotonic() - started)
         self._last_boundary = time.monotonic()  # a save's time is reported as checkpointing
 
     def should_stop(self) -> bool:

@@ -6,6 +6,7 @@ Pure: no torch, no file access.
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ class RunConfig:
             only the run directory is set; ``None`` = no checkpoints.
         checkpoint_interval: ``HPCFLOW_CHECKPOINT_INTERVAL``, save every N steps; 0 = only when
             preempted.
+        checkpoint_interval_auto: ``HPCFLOW_CHECKPOINT_INTERVAL=auto``: the runtime chooses the
+            interval (:mod:`hpcflow.runtime.auto_interval`); ``checkpoint_interval`` is then 0.
+        failures_per_node_hour: ``HPCFLOW_FAILURES_PER_NODE_HOUR``, the failure rate ``auto``
+            plans with, or ``None`` (the default of :mod:`hpcflow.plan.goodput`).
         checkpoint_keep: ``HPCFLOW_CHECKPOINT_KEEP``, committed checkpoints to keep (>= 1).
         preempt_flag: ``HPCFLOW_PREEMPT_FLAG``, the flag file the USR1 trap writes, or ``None``.
         preempt_committed: ``HPCFLOW_PREEMPT_COMMITTED``, the file rank 0 writes after committing
@@ -45,6 +50,8 @@ class RunConfig:
     run_dir: Path | None = None
     checkpoint_dir: Path | None = None
     checkpoint_interval: int = 0
+    checkpoint_interval_auto: bool = False
+    failures_per_node_hour: float | None = None
     checkpoint_keep: int = DEFAULT_KEEP
     preempt_flag: Path | None = None
     preempt_committed: Path | None = None
@@ -66,10 +73,14 @@ class RunConfig:
             checkpoint_dir = run_dir / "checkpoints"
         max_requeues = environ.get(P.ENV_MAX_REQUEUES, "").strip()
         parallelism = environ.get(P.ENV_PARALLELISM, "").strip()
+        auto = environ.get(P.ENV_CHECKPOINT_INTERVAL, "").strip() == P.CHECKPOINT_INTERVAL_AUTO
         return cls(
             run_dir=run_dir,
             checkpoint_dir=checkpoint_dir,
-            checkpoint_interval=_int(environ, P.ENV_CHECKPOINT_INTERVAL, 0, minimum=0),
+            checkpoint_interval=0 if auto else _int(environ, P.ENV_CHECKPOINT_INTERVAL, 0,
+                                                    minimum=0),
+            checkpoint_interval_auto=auto,
+            failures_per_node_hour=_rate(environ, P.ENV_FAILURES_PER_NODE_HOUR),
             checkpoint_keep=_int(environ, P.ENV_CHECKPOINT_KEEP, DEFAULT_KEEP, minimum=1),
             preempt_flag=_path(environ, P.ENV_PREEMPT_FLAG),
             preempt_committed=_path(environ, P.ENV_PREEMPT_COMMITTED),
@@ -87,6 +98,19 @@ def _signal(environ: Mapping[str, str]) -> int:
     if name not in ("USR1", "USR2"):
         raise ValueError(f"{P.ENV_PREEMPT_SIGNAL}={name!r} must be USR1 or USR2")
     return int(getattr(signal, f"SIG{name}"))
+
+
+def _rate(environ: Mapping[str, str], name: str) -> float | None:
+    value = environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number") from None
+    if not (math.isfinite(number) and number >= 0):
+        raise ValueError(f"{name}={value!r} must be a finite number >= 0")
+    return number
 
 
 def _path(environ: Mapping[str, str], name: str) -> Path | None:

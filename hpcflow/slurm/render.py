@@ -271,7 +271,10 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "launcher": spec.launcher,
         "run_dir": str(spec.run_dir),
         "checkpoint_dir": str(spec.checkpoint_dir),
-        "checkpoint_interval": spec.checkpoint.interval_steps,
+        "checkpoint_interval": (protocol.CHECKPOINT_INTERVAL_AUTO
+                                if spec.checkpoint.interval == "auto"
+                                else spec.checkpoint.interval_steps),
+        "failures_per_node_hour": repr(spec.checkpoint.failures_per_node_hour),
         "checkpoint_keep": spec.checkpoint.keep,
         "s3_uri": spec.checkpoint.s3_uri or "",
         "hpcflow_python": python or sys.executable,  # the mirror and spot watcher run hpcflow itself

@@ -20,6 +20,7 @@ COMMANDS = [
     ["cluster"], ["cluster", "render"], ["cluster", "validate"], ["cluster", "import"],
     ["cluster", "instances"], ["cluster", "cost"], ["cluster", "upload-bootstrap"],
     ["doctor"], ["doctor", "nccl"], ["bootstrap"], ["spot-watch"],
+    ["plan"], ["plan", "goodput"], ["plan", "layout"],
 ]
 
 

@@ -179,9 +179,10 @@ def test_importing_env_and_the_package_does_not_import_torch():
 @pytest.mark.parametrize("package, allowed", [
     # hpcflow.nccl.netlog: the NCCL log parser, pure and standard-library only, in a package
     # whose __init__ imports nothing (tests/unit/test_imports.py checks both).
+    # hpcflow.plan.interval and .goodput: pure formulas over numbers (checkpoint.interval: auto)
     pytest.param("runtime", ("hpcflow.errors", "hpcflow.fsutil", "hpcflow.hostlist",
-                             "hpcflow.ledger",
-                             "hpcflow.protocol", "hpcflow.nccl.netlog",
+                             "hpcflow.ledger", "hpcflow.protocol", "hpcflow.nccl.netlog",
+                             "hpcflow.plan.interval", "hpcflow.plan.goodput",
                              "hpcflow.runtime"), id="runtime"),
     pytest.param("examples", ("hpcflow.errors", "hpcflow.runtime", "hpcflow.examples"),
                  id="examples-use-the-runtime-only"),

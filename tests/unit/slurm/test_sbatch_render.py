@@ -65,6 +65,7 @@ SPECS = {
                                        "timeouts": {"step_floor_s": 20, "step_s": 90}}),
     "srun-resilience-no-watchdog": job(resilience={"watchdog": False}),
     "srun-spare-nodes": job(nodes=2, resilience={"spare_nodes": 1, "exclude_after_failures": 1}),
+    "srun-checkpoint-auto": job(checkpoint={"interval": "auto", "failures_per_node_hour": 0.002}),
 }
 
 
