@@ -58,7 +58,7 @@ def measured_costs(report: GoodputReport) -> dict[str, Any]:
 
 def _nodes(report: GoodputReport) -> int | None:
     """Nodes of the first attempt, from its ``attempt_start`` node list."""
-    from hpcflow.slurm.hostlist import expand_hostlist
+    from hpcflow.hostlist import expand_hostlist
 
     for att in report.attempts:
         for ev in att.events:

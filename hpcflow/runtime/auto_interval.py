@@ -20,7 +20,6 @@ that step's time; on a first start, this program's own start-up (a lower bound).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import hpcflow.protocol as P
+from hpcflow.ledger import append_event as append_line
+from hpcflow.ledger import read_events
 from hpcflow.plan.interval import availability, availability_optimal_interval
 
 WARMUP_STEPS = 10
@@ -133,32 +134,23 @@ class AutoInterval:
 def last_step_end(ledger: Path, before: float) -> float | None:
     """Time of the ledger's last ``step_end`` at or before ``before`` (Unix seconds), or None.
 
-    Reads at most the file's last MiB; a missing or unreadable ledger, or a garbled line, is
-    skipped. Never follows the read past a regular file (a FIFO in its place reads as none).
+    Reads at most the ledger's last MiB through the one ledger reader
+    (:func:`hpcflow.ledger.read_events`: regular files only, a FIFO in its place reads as none).
     """
-    try:
-        if not ledger.is_file():
-            return None
-        with ledger.open("rb") as fh:
-            size = fh.seek(0, 2)
-            fh.seek(max(0, size - _LEDGER_TAIL_BYTES))
-            tail = fh.read(_LEDGER_TAIL_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
     found = None
-    for line in tail.splitlines():
+    for ev in read_events(ledger, max_bytes=_LEDGER_TAIL_BYTES):
         try:
-            ev = json.loads(line)
             t = float(ev["time"])
-        except (ValueError, KeyError, TypeError):
+        except (KeyError, TypeError, ValueError):
             continue
-        if isinstance(ev, dict) and ev.get("event") == "step_end" and t <= before:
+        if ev.get("event") == P.EVENT_STEP_END and t <= before:
             found = t if found is None else max(found, t)
     return found
 
 
 def append_event(ledger: Path, event: dict[str, Any]) -> None:
-    """Append one event as a JSON line, in one write (as the watchdog does)."""
-    ledger.parent.mkdir(parents=True, exist_ok=True)
-    with ledger.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(event) + "\n")
+    """Append one event (``{"event", "job_id", "restart", ...}``) through the one ledger writer
+    (:func:`hpcflow.ledger.append_event`); a failed write is reported there, never raised."""
+    fields = {k: v for k, v in event.items() if k not in ("event", "job_id", "restart", "time")}
+    append_line(ledger, str(event["event"]), job_id=str(event.get("job_id", "")),
+                restart=int(event.get("restart", 0)), **fields)

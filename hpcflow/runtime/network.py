@@ -20,7 +20,6 @@ import json
 import os
 import socket
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
