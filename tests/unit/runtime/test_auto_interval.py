@@ -113,8 +113,9 @@ def test_a_run_chooses_after_its_warmup_and_again_after_a_restart(tmp_path):
     assert first["job_id"] == "77" and first["nodes"] == 1
     # 50 failures per node-hour on one node: MTBF 72 s; the interval follows from the inputs
     assert first["mtbf_s"] == 72.0
+    # (the event keeps the interval to the millisecond)
     assert first["interval_s"] == pytest.approx(
-        availability_optimal_interval(first["save_s"], 72.0), rel=1e-4)
+        availability_optimal_interval(first["save_s"], 72.0), abs=6e-4)
     assert first["interval_steps"] * first["step_time_s"] == pytest.approx(first["interval_s"],
                                                                           rel=1e-3)
     assert run.auto.interval_steps == first["interval_steps"]
