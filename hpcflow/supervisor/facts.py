@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hpcflow import protocol as P
 from hpcflow.command import Runner, run_command
-from hpcflow.supervisor.rules import RankExit
+from hpcflow.supervisor.model import RankExit
 
 __all__ = ["Paths", "SlurmJob", "error_sigs", "latest_checkpoint", "rank_exits", "ranks_joined",
            "read_small", "slurm_job"]
