@@ -33,7 +33,8 @@ def test_batch_submits_one_array_with_its_concurrency_limit(launch_cluster, laun
     for k, job in enumerate(jobs):
         rec = records.find_job(job.job_id)
         assert rec.run_dir.endswith(f"/{k}") and rec.log_path.exists()
-        assert [e["event"] for e in ledger(job.job_id)][-1] == "job_end"
+        wait_for(lambda j=job: [e["event"] for e in ledger(j.job_id)][-1:] == ["job_end"], 60,
+                 "job_end last")
 
 
 def test_array_of_four_with_one_preempted_element(launch_cluster, launch_env, tmp_path):

@@ -43,7 +43,8 @@ def test_simple_function_returns_its_value_and_is_recorded(launch_cluster, launc
     script = (rec.log_path.parent / "job.sbatch").read_text()
     assert "#SBATCH --requeue" in script and "#SBATCH --signal=B:USR1@" in script
     assert "submitit.core._submit" in script and "trap hpcflow_on_usr1 USR1" in script
-    assert [e["event"] for e in events(job)][-1] == "job_end"
+    # The result file comes first; the batch script's ledger records follow once the step ended.
+    wait_for(lambda: [e["event"] for e in events(job)][-1] == "job_end", 30, "job_end last")
     wait_for(lambda: job.state == "COMPLETED", 30, "state COMPLETED")
 
 
@@ -70,7 +71,8 @@ def test_raising_function_is_not_requeued_and_result_raises_the_remote_traceback
         job.result()
     text = str(info.value)
     assert "ValueError: boom from the node" in text and "launch_programs.py" in text, text
-    ends = [e for e in events(job) if e["event"] == "job_end"]
+    ends = wait_for(lambda: [e for e in events(job) if e["event"] == "job_end"], 60,
+                    "job_end in the ledger")
     assert [e["reason"] for e in ends] == ["failed"]
     assert not [e for e in events(job) if e["event"] == "requeue"]
     assert wait_for(lambda: job.state in ("FAILED", "COMPLETED") and job.state, 60, "final state"
