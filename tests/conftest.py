@@ -24,3 +24,15 @@ def imds():
     yield server
     server.shutdown()
     server.server_close()
+
+
+CLUSTER_FIXTURES = ("local_cluster", "launch_cluster")
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001, ANN201
+    """A test that uses the local Slurm cluster, wherever it lives, is a ``slurm`` test:
+    ``pytest -m "not slurm"`` leaves it out, so tests/run.sh can spread the others over several
+    workers while the cluster's tests run one at a time."""
+    for item in items:
+        if any(name in item.fixturenames for name in CLUSTER_FIXTURES):
+            item.add_marker(pytest.mark.slurm)

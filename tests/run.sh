@@ -1,29 +1,67 @@
 #!/usr/bin/env bash
 # Run hpcflow's whole test suite on a fresh Debian/Ubuntu machine, as root.
 #
-# Installs everything the tests need (scripts/install.sh --dev), starts the local emulated
-# Slurm cluster, runs pytest, then (on a full, green run) the benchmarks at their small size.
-# Extra arguments go to pytest (and skip the benchmarks). Safe to rerun.
+# Phases, each timed: install everything the tests need (scripts/install.sh --dev); start the
+# local emulated Slurm cluster; the tests that need no cluster, spread over the machine's cores
+# (pytest-xdist); the tests on the real cluster, one at a time (they share its 2 nodes); then,
+# on a full green run, the benchmarks at their CI size (bench/run_all.sh --ci).
+# Extra arguments go to one plain pytest run instead (and skip the benchmarks). Safe to rerun.
 # Exit codes: pytest's (0 = every test passed), else non-zero when a benchmark crashed or a
 # set-up step failed.
 set -Eeuo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly repo
+phase_started="${SECONDS}"
+declare -a phase_times=()
+
+phase() {  # phase NAME: the previous phase ends, NAME starts
+  printf 'tests/run.sh: %s\n' "$1" >&2
+  phase_started="${SECONDS}"
+}
+
+phase_done() {  # phase_done NAME: record how long NAME took
+  local took=$((SECONDS - phase_started))
+  phase_times+=("$(printf '%-34s %4d min %02d s' "$1" "$((took / 60))" "$((took % 60))")")
+}
+
+print_times() {
+  printf '\ntests/run.sh: time of each phase\n' >&2
+  local line
+  for line in "${phase_times[@]}"; do
+    printf '  %s\n' "${line}" >&2
+  done
+  printf '  %-34s %4d min %02d s\n' "total" "$((SECONDS / 60))" "$((SECONDS % 60))" >&2
+}
 
 main() {
   cd "${repo}"
-  local venv
+  trap print_times EXIT
+  local venv rc=0
+  phase "installing (scripts/install.sh --dev)"
   venv="$(bash scripts/install.sh --dev)"
-  printf 'tests/run.sh: starting the local Slurm cluster\n' >&2
+  phase_done "install"
+  phase "starting the local Slurm cluster"
   "${venv}/bin/hpcflow" local-cluster up
-  printf 'tests/run.sh: running pytest\n' >&2
-  local rc=0
-  OMP_NUM_THREADS=1 "${venv}/bin/python" -m pytest -p no:cacheprovider --durations=25 "$@" || rc=$?
-  if ((rc == 0 && $# == 0)); then
-    # The benchmarks at their small size: figures only, never a failure on time.
-    printf 'tests/run.sh: running the benchmarks (bench/run_all.sh)\n' >&2
-    bash bench/run_all.sh "${venv}/bin/python" || rc=$?
+  phase_done "local cluster"
+  local -a pytest=(env OMP_NUM_THREADS=1 "${venv}/bin/python" -m pytest -p no:cacheprovider)
+  if (($# > 0)); then
+    phase "running pytest $*"
+    "${pytest[@]}" --durations=25 "$@" || rc=$?
+    phase_done "pytest $*"
+    return "${rc}"
+  fi
+  phase "running the tests that need no cluster (2 workers)"
+  "${pytest[@]}" -n 2 --dist loadfile --durations=15 -m "not slurm" || rc=$?
+  phase_done "tests without the cluster"
+  phase "running the tests on the local cluster"
+  "${pytest[@]}" --durations=25 -m slurm || rc=$?
+  phase_done "tests on the local cluster"
+  if ((rc == 0)); then
+    # The benchmarks at their CI size: figures only, never a failure on time.
+    phase "running the benchmarks (bench/run_all.sh --ci)"
+    bash bench/run_all.sh --ci "${venv}/bin/python" || rc=$?
+    phase_done "benchmarks"
   fi
   return "${rc}"
 }

@@ -1,9 +1,11 @@
 """The 3D example job (examples/tiny-3d.yaml: 2 nodes x 4 tasks, pp=2 dp=2 tp=2, the tiny
 byte-level transformer on the standard library's text) on the real local Slurm cluster.
 
-Preempted three times at different steps (USR1 to the batch shell, as Slurm sends it before a
-time limit), requeued by its own batch script each time, it must finish with exactly the
-parameters, optimizer state and every per-step loss of an uninterrupted run of the same spec.
+Preempted (USR1 to the batch shell, as Slurm sends it before a time limit) and requeued by its
+own batch script, it must finish with exactly the parameters, optimizer state and every per-step
+loss of an uninterrupted run of the same spec. One preemption is enough for that claim: the
+supervisor's unit tables cover the requeue count and budget across many attempts, and
+tests/integration/launch/test_launch_slurm.py requeues one job twice on this cluster.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiny-3d.yaml"
 STEPS = 24
-PREEMPTIONS = 3
+PREEMPTIONS = 1
 
 
 def example_spec() -> dict:
@@ -47,7 +49,7 @@ def steps_in_attempt(log: str, attempt: int) -> list[int]:
                                                       re.M)]
 
 
-def test_3d_job_preempted_three_times_matches_the_uninterrupted_run(submit_job):
+def test_3d_job_preempted_matches_the_uninterrupted_run(submit_job):
     spec = example_spec()
     assert spec["preemption"]["max_requeues"] >= PREEMPTIONS
     straight = submit_job(spec)
@@ -76,7 +78,7 @@ def test_3d_job_preempted_three_times_matches_the_uninterrupted_run(submit_job):
     assert committed == sorted(set(committed)) and committed[-1] < STEPS, committed
     assert [r["step"] for r in tagged(log, "hpcflow-resume")] == committed
     assert all(r["rng_restored"] for r in tagged(log, "hpcflow-restore"))
-    # Every step ran exactly once across the four attempts, with the uninterrupted run's loss.
+    # Every step ran exactly once across the attempts, with the uninterrupted run's loss.
     got = [(line["step"], line["loss"]) for line in tagged(log, "hpcflow-step")]
     assert [s for s, _ in got] == list(range(1, STEPS + 1))
     assert dict(got) == expected

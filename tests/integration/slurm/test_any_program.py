@@ -51,23 +51,22 @@ def report(job_id: str) -> dict:
     return json.loads(proc.stdout)["data"]
 
 
-def test_own_fsdp_loop_preempted_twice_ends_like_an_uninterrupted_run(submit_job):
+def test_own_fsdp_loop_preempted_ends_like_an_uninterrupted_run(submit_job):
     steps = 24
     reference = submit_job(user_loop_spec(steps))
     job = submit_job(user_loop_spec(steps))
-    for restart in (0, 1):
-        wait_for(lambda r=restart: len([s for s in steps_logged(job.log())]) >= 4 + 8 * r
-                 and job.event("attempt_start", restart=r), 400, f"steps of attempt {restart}")
-        job.signal_batch("USR1")
-        wait_for(lambda r=restart: job.event("requeue", restart=r), 180, f"requeue {restart}")
+    wait_for(lambda: len(steps_logged(job.log())) >= 4 and job.event("attempt_start", restart=0),
+             400, "steps of the first attempt")
+    job.signal_batch("USR1")
+    wait_for(lambda: job.event("requeue", restart=0), 180, "the requeue")
     final = job.wait_finished(600)
-    assert final.state == "COMPLETED" and final.restarts == 2, job.dump()
+    assert final.state == "COMPLETED" and final.restarts == 1, job.dump()
     ref = reference.wait_finished(600)
     assert ref.state == "COMPLETED" and ref.restarts == 0
     signals = [e for e in job.events() if e["event"] == "signal"]
-    assert [e["forwarded"] for e in signals] == [True, True]  # every rank had joined
+    assert [e["forwarded"] for e in signals] == [True]  # every rank had joined
     resumes = [r["step"] for r in tagged(job.log(), "hpcflow-resume")]
-    assert len(resumes) == 2 and resumes == sorted(resumes) and resumes[0] >= 4
+    assert len(resumes) == 1 and resumes[0] >= 4
     done, ref_done = tagged(job.log(), "user-done"), tagged(reference.log(), "user-done")
     assert len(done) == 1 and done == ref_done
     assert done[0]["step"] == steps

@@ -10,10 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytestmark = [pytest.mark.slurm]
-
 REPO = Path(__file__).resolve().parents[3]
 DOC = (REPO / "docs" / "your-training-loop.md").read_text()
 EXAMPLES = REPO / "examples"

@@ -21,7 +21,7 @@ def train_spec(steps: int, **extra) -> dict:
     spec = {
         "name": "tiny-dp",
         "nodes": 2,
-        "tasks_per_node": 4,
+        "tasks_per_node": 2,
         "time_limit": "00:20:00",
         "program": {"module": "hpcflow.examples.train",
                     "args": ["--steps", str(steps), "--step-time-s", "0.3"]},
@@ -75,7 +75,8 @@ def test_preempted_job_checkpoints_requeues_resumes_and_completes(submit_job):
 
 
 def test_requeue_bound_is_honoured(submit_job):
-    job = submit_job(train_spec(steps=200, preemption={"signal_lead_s": 120, "max_requeues": 0}))
+    job = submit_job(train_spec(steps=200, nodes=1, tasks_per_node=2,
+                                preemption={"signal_lead_s": 120, "max_requeues": 0}))
     wait_for(lambda: len(steps_logged(job.log())) >= 2, 300, "training steps in the log")
     job.signal_batch("USR1")
     final = job.wait_finished(300)
@@ -155,7 +156,7 @@ def test_hostile_arguments_and_env_reach_the_program_literally(submit_job, tmp_p
 def test_slurms_own_time_limit_warning_reaches_the_trap(submit_job):
     # No scancel here: Slurm itself sends USR1 signal_lead_s before the 3-minute limit (within
     # its ~60 s jitter), the ranks commit a checkpoint, and with max_requeues 0 the job ends.
-    job = submit_job(train_spec(steps=100_000, time_limit="3",
+    job = submit_job(train_spec(steps=100_000, time_limit="3", nodes=1, tasks_per_node=2,
                                 preemption={"signal_lead_s": 150, "max_requeues": 0}))
     final = job.wait_finished(240)
     assert job.event("signal") is not None

@@ -85,7 +85,7 @@ def _environ(tmp_path):
     return {"HPCFLOW_RUN_DIR": str(tmp_path / "run"), "HPCFLOW_CHECKPOINT_DIR": str(tmp_path / "c"),
             "HPCFLOW_CHECKPOINT_INTERVAL": "auto", "HPCFLOW_FAILURES_PER_NODE_HOUR": "50",
             "HPCFLOW_PREEMPT_FLAG": str(state / "preempt.flag"),
-            "HPCFLOW_JOINED_DIR": str(state / "joined"), "SLURM_JOB_ID": "77"}
+            "HPCFLOW_JOINED_DIR": str(state / "joined"), "SLURM_JOB_ID": "81"}
 
 
 def _train(env, steps):
@@ -110,7 +110,7 @@ def test_a_run_chooses_after_its_warmup_and_again_after_a_restart(tmp_path):
     run, _ = _train(env, 12)
     (first,) = _chosen(tmp_path)
     assert first["reason"] == P.INTERVAL_REASON_WARMUP and first["step"] == 10
-    assert first["job_id"] == "77" and first["nodes"] == 1
+    assert first["job_id"] == "81" and first["nodes"] == 1
     # 50 failures per node-hour on one node: MTBF 72 s; the interval follows from the inputs
     assert first["mtbf_s"] == 72.0
     # (the event keeps the interval to the millisecond)

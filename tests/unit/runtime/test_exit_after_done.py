@@ -32,7 +32,7 @@ print("after the with block", flush=True)
 def run_one_rank(tmp_path, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
     env.update({
-        "SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0",
+        "SLURM_JOB_ID": "83", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0",
         "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost",
         "SLURM_RESTART_COUNT": "0",
         P.ENV_RUN_DIR: str(tmp_path), P.ENV_CHECKPOINT_DIR: str(tmp_path / "checkpoints"),
@@ -48,6 +48,6 @@ def test_the_done_record_ends_the_process_unless_the_caller_needs_the_return(tmp
                                                                               runs_on):
     out = run_one_rank(tmp_path, knob)
     assert out.returncode == 0, out.stderr
-    done = P.state_dir(tmp_path) / P.done_name("77", 0)
+    done = P.state_dir(tmp_path) / P.done_name("83", 0)
     assert json.loads(done.read_text())["step"] == 3
     assert ("after the with block" in out.stdout) is runs_on, out.stdout

@@ -106,7 +106,7 @@ def run_rank(tmp_path: Path, extra: dict[str, str]) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "HPCFLOW_", "NCCL_"))}
     env.update({
-        "SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0",
+        "SLURM_JOB_ID": "82", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0",
         "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost",
         "SLURM_RESTART_COUNT": "0", P.ENV_RUN_DIR: str(tmp_path), "OMP_NUM_THREADS": "1",
         P.ENV_NETWORK_INSTANCE_TYPE: "p5.48xlarge", P.ENV_EFA_EXPECTED: "32", **extra,
@@ -119,7 +119,7 @@ def _put_log(tmp_path: Path, text: str) -> None:
     """Where NCCL would write rank 0's log (this CPU test runs gloo, so NCCL writes none)."""
     state = P.state_dir(tmp_path)
     state.mkdir(parents=True, exist_ok=True)
-    (state / P.nccl_debug_name("77", 0, 0)).write_text(text)
+    (state / P.nccl_debug_name("82", 0, 0)).write_text(text)
 
 
 def _events(tmp_path: Path) -> list[dict]:
@@ -134,12 +134,12 @@ def test_a_fall_back_ends_the_rank_with_its_own_status_and_record(tmp_path):
     assert "trained" not in out.stdout
     assert "NCCL over TCP sockets: EFA expected on p5.48xlarge" in out.stderr
     status, _, reason = P.parse_rank_exit(
-        (P.state_dir(tmp_path) / P.exits_name("77", 0) / "0").read_text())
+        (P.state_dir(tmp_path) / P.exits_name("82", 0) / "0").read_text())
     assert (status, reason) == (78, "network_fallback: NCCL over TCP sockets: EFA expected on "
                                     "p5.48xlarge")
     [event] = _events(tmp_path)
     assert (event["event"], event["transport"], event["stopped"]) == ("network", "socket", True)
-    assert event["job_id"] == "77" and "NCCL found no net plugin" in " ".join(event["problems"])
+    assert event["job_id"] == "82" and "NCCL found no net plugin" in " ".join(event["problems"])
 
 
 def test_over_efa_the_job_trains_and_the_event_says_so(tmp_path):
