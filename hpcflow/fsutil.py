@@ -47,14 +47,17 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None,
+                 durable: bool = True) -> None:
     """Replace ``path`` with ``data`` (text is written as UTF-8) through a temp file, fsync,
     ``os.replace`` and an fsync of the parent directory.
 
     The parent must exist. The new file gets the permissions a plain ``open(path, "w")`` gives
     (``0o666`` less the umask), or exactly ``mode`` whatever the umask; the temp file is created
     with ``mode`` already, so the data is never readable more widely, even for a moment. On
-    failure the temp file is removed and the old file is untouched.
+    failure the temp file is removed and the old file is untouched. With ``durable=False`` both
+    fsyncs are left out: a reader still sees the old file or the new one whole, but a crash of
+    the machine may lose the write (for a rank's heartbeat, rewritten every few seconds).
 
     Raises:
         OSError: the directory is missing or the file system refused a write, fsync or rename.
@@ -69,12 +72,31 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> N
                 os.fchmod(fh.fileno(), mode)
             fh.write(raw)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent if str(path.parent) else Path("."))
+    if durable:
+        fsync_dir(path.parent if str(path.parent) else Path("."))
+
+
+def commit_file(tmp: Path, final: Path) -> None:
+    """Make the finished file ``tmp`` appear as ``final`` durably: fsync ``tmp``,
+    ``os.replace`` it onto ``final``, fsync the folder. For a file another library wrote (a
+    framework's checkpoint): a reader sees ``final`` whole or not at all.
+
+    Raises:
+        OSError: ``tmp`` is missing or the file system refused the fsync or rename.
+    """
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+    fsync_dir(Path(final).parent)
 
 
 def write_atomic_at(dir_fd: int, name: str, data: str | bytes, *, mode: int = 0o600) -> None:
@@ -117,14 +139,15 @@ def write_atomic_at(dir_fd: int, name: str, data: str | bytes, *, mode: int = 0o
 
 
 def write_json_atomic(path: Path, payload: Any, *, indent: int | None = 1,
-                      sort_keys: bool = False) -> None:
+                      sort_keys: bool = False, durable: bool = True) -> None:
     """:func:`write_atomic` of ``json.dumps(payload)`` plus a final newline.
 
     Raises:
         TypeError: ``payload`` is not JSON-serializable (nothing is written).
         OSError: as :func:`write_atomic`.
     """
-    write_atomic(path, json.dumps(payload, indent=indent, sort_keys=sort_keys) + "\n")
+    write_atomic(path, json.dumps(payload, indent=indent, sort_keys=sort_keys) + "\n",
+                 durable=durable)
 
 
 def open_regular(path: Path) -> int:

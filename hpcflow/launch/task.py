@@ -31,12 +31,10 @@ Imports nothing heavy: it is unpickled on every rank before the function runs.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import sys
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -127,12 +125,11 @@ def _checkpoint_and_leave(call: TaskCall, args: tuple[Any, ...], kwargs: dict[st
         stored.dump(tmp)
     committed = os.environ.get(ENV_PREEMPT_COMMITTED)
     if committed:
-        tmp_path = f"{committed}.tmp"
-        with open(tmp_path, "w") as f:
-            json.dump({"step": None, "checkpoint": "submitit", "time": time.time()}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_path, committed)
+        from pathlib import Path
+
+        from hpcflow.runtime.commit import write_preemption_commit
+
+        write_preemption_commit(Path(committed), None, checkpoint="submitit")
     print("hpcflow: checkpoint() stored; leaving for the requeue", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(EXIT_PREEMPTED)

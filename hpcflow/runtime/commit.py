@@ -150,6 +150,19 @@ def write_commit_record(
     return record
 
 
+def write_preemption_commit(path: Path, step: int | None, **facts: Any) -> None:
+    """Write the preemption commit file (``HPCFLOW_PREEMPT_COMMITTED``, docs/protocol.md): the
+    batch script requeues the job on it. One JSON object, ``{"step", "time", **facts}``, written
+    durably; ``step`` is ``None`` when the program's own state was stored instead of an hpcflow
+    checkpoint (hpcflow.launch's ``checkpoint()``). The folder is created if missing.
+
+    Raises:
+        OSError: the file system refused the write.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"step": step, "time": time.time(), **facts}, sort_keys=True)
+
+
 def read_commit_record(directory: Path) -> dict[str, Any] | None:
     """The commit record of ``directory`` if it is valid, else ``None``.
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import HpcflowError
+from hpcflow.fsutil import write_atomic
 from hpcflow.protocol import EXIT_PREEMPTED, done_name, exits_name, state_dir
 
 #: Longest reason kept (characters): the first line of the exception, cut.
@@ -62,11 +63,9 @@ def record_exit(run_dir: Path | None, job_id: str | None, restart: int, rank: in
         return None
     folder = state_dir(run_dir) / exits_name(job_id, restart)
     path = folder / str(rank)
-    tmp = folder / f".{rank}.{os.getpid()}.tmp"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(f"{int(status)} {int(time.time() * 1000)} {reason}\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, f"{int(status)} {int(time.time() * 1000)} {reason}\n")
     except OSError:
         return None
     return path

@@ -20,7 +20,6 @@ or the program runs outside an hpcflow job). Pure standard library: no torch.
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
 import re
 import signal
@@ -34,10 +33,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import hpcflow.protocol as P
+from hpcflow import fsutil
 
 #: Step times each rank keeps for its p99 (the most recent ones).
 WINDOW_STEPS = 200
-DEFAULT_INTERVAL_S = 1.0
 
 
 def _p99(values: list[float]) -> float:
@@ -46,11 +45,9 @@ def _p99(values: list[float]) -> float:
 
 
 def write_json_atomic(path: Path, obj: Mapping[str, Any]) -> None:
-    """Write ``obj`` as JSON through a temp file and a rename (no fsync: a heartbeat lost in a
-    crash does not matter, a torn one would)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    """Replace ``path`` with ``obj`` as JSON (:func:`hpcflow.fsutil.write_json_atomic`, without
+    fsync: a heartbeat lost in a crash does not matter, a torn one would)."""
+    fsutil.write_json_atomic(path, obj, indent=None, sort_keys=True, durable=False)
 
 
 class Heartbeat:
@@ -66,7 +63,7 @@ class Heartbeat:
         OSError: the directory or the stacks file cannot be created.
     """
 
-    def __init__(self, directory: Path, rank: int, *, interval_s: float = DEFAULT_INTERVAL_S,
+    def __init__(self, directory: Path, rank: int, *, interval_s: float,
                  clock: Any = time.time) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -95,13 +92,19 @@ class Heartbeat:
     def from_environ(cls, environ: Mapping[str, str], rank: int) -> Heartbeat | None:
         """The heartbeat of ``rank`` when the batch script asked for one, else ``None``.
 
+        The interval has no default here: the batch script exports it with the folder, from
+        ``resilience.heartbeat_interval_s`` of the job spec (the one place it lives).
+
         Raises:
-            ValueError: ``HPCFLOW_HEARTBEAT_INTERVAL_S`` is not a positive number.
+            ValueError: ``HPCFLOW_HEARTBEAT_INTERVAL_S`` is unset or not a positive number.
         """
         directory = environ.get(P.ENV_HEARTBEAT_DIR, "").strip()
         if not directory:
             return None
-        text = environ.get(P.ENV_HEARTBEAT_INTERVAL_S, "").strip() or str(DEFAULT_INTERVAL_S)
+        text = environ.get(P.ENV_HEARTBEAT_INTERVAL_S, "").strip()
+        if not text:
+            raise ValueError(f"{P.ENV_HEARTBEAT_DIR} is set but {P.ENV_HEARTBEAT_INTERVAL_S} is "
+                             "not; the batch script sets both (resilience.heartbeat_interval_s)")
         try:
             interval_s = float(text)
         except ValueError:

@@ -122,12 +122,11 @@ class Leaving:
         Raises:
             Preempted: always.
         """
-        from hpcflow.fsutil import write_json_atomic
+        from hpcflow.runtime.commit import write_preemption_commit
 
         committed = self.config.preempt_committed
         if self.env.is_rank0 and committed is not None:
-            committed.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(committed, {"step": step, "time": time.time()}, sort_keys=True)
+            write_preemption_commit(committed, step)
         emit(self.env, TAG_PREEMPTED, {"step": step})
         hdist.barrier()
         raise Preempted(step)

@@ -103,12 +103,9 @@ class HpcflowCallback(Callback):
         trainer.save_checkpoint(str(tmp))  # every rank calls it; rank 0 writes under DDP
         hdist.barrier()
         if self.run.env.is_rank0:
-            from hpcflow.fsutil import fsync_dir
+            from hpcflow.fsutil import commit_file
 
-            with open(tmp, "rb") as handle:
-                os.fsync(handle.fileno())
-            os.replace(tmp, final)
-            fsync_dir(self.dirpath)
+            commit_file(tmp, final)
             for old in _committed(self.dirpath)[:-self.run.config.checkpoint_keep]:
                 old.unlink(missing_ok=True)
         hdist.barrier()

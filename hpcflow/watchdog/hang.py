@@ -26,15 +26,18 @@ from hpcflow.protocol import SECTION_CHECKPOINT, SECTION_STARTUP, SECTION_STEP
 
 @dataclass(frozen=True)
 class Timeouts:
-    """The watchdog's settings (seconds; ``resilience.timeouts`` in the job spec)."""
+    """The watchdog's settings (seconds): ``resilience.timeouts`` and
+    ``resilience.heartbeat_interval_s`` of the job spec, passed by the batch script. They have no
+    defaults here: the spec models (hpcflow.spec.job_resilience) are the one place they live.
+    ``step_s`` is ``None`` when the step timeout is derived from the heartbeats."""
 
-    startup_s: float = 600.0
-    checkpoint_s: float = 600.0
-    step_floor_s: float = 60.0
-    step_factor: float = 3.0
-    warmup_steps: int = 10
-    step_s: float | None = None
-    interval_s: float = 1.0
+    startup_s: float
+    checkpoint_s: float
+    step_floor_s: float
+    step_factor: float
+    warmup_steps: int
+    step_s: float | None
+    interval_s: float
 
 
 @dataclass(frozen=True)

@@ -104,3 +104,30 @@ def test_write_atomic_at_refuses_a_name_that_is_not_a_plain_file_name(tmp_path, 
     finally:
         os.close(fd)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("durable", "fsyncs"), [(True, 2), (False, 0)])
+def test_a_durable_write_syncs_the_file_and_the_folder_and_a_light_one_neither(
+        tmp_path, monkeypatch, durable, fsyncs):
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    target = tmp_path / "0.json"
+    fsutil.write_json_atomic(target, {"step": 3}, indent=None, durable=durable)
+    assert json.loads(target.read_text()) == {"step": 3}
+    assert len(calls) == fsyncs
+    assert [p.name for p in tmp_path.iterdir()] == ["0.json"]
+
+
+def test_commit_file_moves_a_finished_file_into_place_durably(tmp_path, monkeypatch):
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    tmp, final = tmp_path / "step_4.ckpt.tmp", tmp_path / "step_4.ckpt"
+    tmp.write_bytes(b"weights")
+    fsutil.commit_file(tmp, final)
+    assert final.read_bytes() == b"weights" and not tmp.exists()
+    assert len(calls) == 2  # the file, then the folder
+    with pytest.raises(OSError):
+        fsutil.commit_file(tmp, final)  # nothing to commit: an error, the old file stays
+    assert final.read_bytes() == b"weights"

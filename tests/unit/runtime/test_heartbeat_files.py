@@ -36,6 +36,15 @@ def test_bad_interval_is_refused_with_the_variable_name(tmp_path: Path) -> None:
         Heartbeat.from_environ(env, 0)
 
 
+def test_the_interval_has_no_default_of_its_own(tmp_path: Path) -> None:
+    # The spec is the one place it lives: a folder without the interval is a broken batch script.
+    with pytest.raises(ValueError, match="HPCFLOW_HEARTBEAT_INTERVAL_S is not"):
+        Heartbeat.from_environ({protocol.ENV_HEARTBEAT_DIR: str(tmp_path)}, 0)
+    beat = Heartbeat.from_environ({protocol.ENV_HEARTBEAT_DIR: str(tmp_path),
+                                   protocol.ENV_HEARTBEAT_INTERVAL_S: "2"}, 0)
+    assert beat is not None and beat.interval_s == 2.0
+
+
 def test_section_change_writes_at_once_and_steps_are_throttled(tmp_path: Path) -> None:
     clock = Clock()
     hb = Heartbeat(tmp_path, 3, interval_s=2.0, clock=clock)
@@ -62,7 +71,7 @@ def test_section_change_writes_at_once_and_steps_are_throttled(tmp_path: Path) -
 
 
 def test_stacks_signal_writes_this_process_stacks(tmp_path: Path) -> None:
-    hb = Heartbeat(tmp_path, 0)
+    hb = Heartbeat(tmp_path, 0, interval_s=2.0)
     try:
         os.kill(os.getpid(), getattr(signal, "SIG" + protocol.STACKS_SIGNAL))
         deadline = time.monotonic() + 5

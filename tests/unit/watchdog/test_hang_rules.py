@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hpcflow.watchdog.hang import Timeouts, find_hang, section_timeout, step_timeout
 
 T = Timeouts(startup_s=30, checkpoint_s=20, step_floor_s=5, step_factor=3, warmup_steps=4,
-             interval_s=1)
+             step_s=None, interval_s=1)
 
 
 def beat(section: str = "step", time: float = 100.0, step: int = 10, timed: int = 10,
@@ -26,7 +28,7 @@ def test_step_timeout_is_derived_after_warmup(beats: dict, expected: float) -> N
 
 
 def test_fixed_step_timeout_wins() -> None:
-    assert step_timeout({0: beat(p99=100.0)}, Timeouts(step_s=7)) == 7
+    assert step_timeout({0: beat(p99=100.0)}, dataclasses.replace(T, step_s=7)) == 7
 
 
 def test_checkpoint_timeout_covers_the_longest_save_seen() -> None:

@@ -47,8 +47,9 @@ def test_a_blocked_rank_is_reported_with_its_stacks(tmp_path: Path) -> None:
             time.sleep(0.05)
         started = time.monotonic()
         assert main(["--heartbeat-dir", str(beats), "--ntasks", "1", "--run-dir", str(run_dir),
-                     "--job-id", "7", "--startup-s", "20", "--step-floor-s", "1",
-                     "--warmup-steps", "3", "--interval-s", "0.2", "--poll-s", "0.2"]) == 0
+                     "--job-id", "7", "--startup-s", "20", "--checkpoint-s", "20",
+                     "--step-floor-s", "1", "--step-factor", "3", "--warmup-steps", "3",
+                     "--interval-s", "0.2", "--poll-s", "0.2"]) == 0
         waited = time.monotonic() - started
     finally:
         rank.kill()
