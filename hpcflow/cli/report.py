@@ -17,14 +17,15 @@ from hpcflow.cli.output import JsonCommand, check_job_id, emit_json, handles_err
 @handles_errors
 def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     """Goodput ledger of a job: pending, startup, training, checkpointing and lost time per
-    attempt, how each attempt ended, every failure with the steps it lost, the goodput
-    (training / wall), and an SVG timeline. --json also carries the measured save, restart and
+    attempt, how each attempt ended, every failure with the steps it lost, the checkpoint
+    interval `checkpoint.interval: auto` chose and why, the goodput (training / wall), and an
+    SVG timeline. --json also carries the measured save, restart and
     start-up costs and failure rate that `hpcflow plan goodput --from-job` reads."""
     from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.endings import excluded_nodes
     from hpcflow.jobs.measured import measured_costs
     from hpcflow.jobs.notices import notice_outcomes
-    from hpcflow.jobs.report import load_report
+    from hpcflow.jobs.report import interval_line, load_report
     from hpcflow.jobs.timeline import render_svg
     from hpcflow.jobs.tracebacks import error_lines
 
@@ -80,6 +81,8 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     for a in rep.attempts:
         if a.network:
             click.echo(f"attempt {a.restart + 1} network: {a.network}")
+        for choice in a.intervals:
+            click.echo(interval_line(a.restart + 1, choice))
     for n in notices:
         click.echo(n.line())
     if mirror is not None:
