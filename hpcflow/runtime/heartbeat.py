@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import hpcflow.protocol as P
-from hpcflow import fsutil
+from hpcflow.fsutil import write_json_atomic as _write_json
 
 #: Step times each rank keeps for its p99 (the most recent ones).
 WINDOW_STEPS = 200
@@ -47,7 +47,7 @@ def _p99(values: list[float]) -> float:
 def write_json_atomic(path: Path, obj: Mapping[str, Any]) -> None:
     """Replace ``path`` with ``obj`` as JSON (:func:`hpcflow.fsutil.write_json_atomic`, without
     fsync: a heartbeat lost in a crash does not matter, a torn one would)."""
-    fsutil.write_json_atomic(path, obj, indent=None, sort_keys=True, durable=False)
+    _write_json(path, obj, indent=None, sort_keys=True, durable=False)
 
 
 class Heartbeat:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -297,14 +298,18 @@ class CheckpointSpec(_Model):
         default=3, ge=1, le=MAX_CHECKPOINT_KEEP, description='Keep the last N committed checkpoints.')
     interval_steps: StrictInt = Field(
         default=0, ge=0, le=MAX_INTERVAL_STEPS,
-        description="Save every N steps; 0 saves only when preempted.",
+        description=(
+            "Save every N steps; 0 saves only when preempted. Giving it (0 included) turns "
+            "the default interval: auto off."
+        ),
     )
     interval: Literal["auto"] | None = Field(
-        default=None, json_schema_extra={"limits": "auto"},
+        default="auto", json_schema_extra={"limits": "auto, or null"},
         description=(
-            "auto: programs on the runtime API save after a warm-up of 10 steps, then every "
-            "availability-optimal interval from the measured save cost, step time and "
-            "failure rate, chosen again at each restart (docs/plan.md); leave interval_steps 0."
+            "auto (the default unless interval_steps is given): programs on the runtime API save "
+            "after a warm-up of 10 steps, then every availability-optimal interval from the "
+            "measured save cost, step time and failure rate, chosen again at each restart "
+            "(docs/plan.md); null: interval_steps alone decides."
         ),
     )
     failures_per_node_hour: float = Field(
@@ -323,6 +328,15 @@ class CheckpointSpec(_Model):
             "boto3's standard chain (docs/checkpoints.md)."
         ),
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fixed_interval_turns_auto_off(cls, data: Any) -> Any:
+        """``interval_steps`` given (0 included) and no ``interval``: the fixed interval (or
+        saves only when preempted) that the spec asks for, not the default ``auto``."""
+        if isinstance(data, Mapping) and "interval_steps" in data and "interval" not in data:
+            return {**data, "interval": None}
+        return data
 
     @field_validator("dir", mode="before")
     @classmethod

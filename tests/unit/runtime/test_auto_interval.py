@@ -71,6 +71,22 @@ def test_the_spec_takes_auto_and_refuses_it_beside_a_fixed_interval():
                                                        "interval_steps": 5}})
 
 
+@pytest.mark.parametrize(("checkpoint", "interval", "steps"), [
+    pytest.param(None, "auto", 0, id="no-block-auto"),
+    pytest.param({"keep": 2}, "auto", 0, id="block-without-interval-auto"),
+    pytest.param({"interval_steps": 0}, None, 0, id="explicit-0-only-when-preempted"),
+    pytest.param({"interval_steps": 50}, None, 50, id="fixed"),
+    pytest.param({"interval": None}, None, 0, id="explicit-null"),
+])
+def test_auto_is_the_default_unless_the_spec_gives_an_interval(checkpoint, interval, steps):
+    base = {"name": "a", "time_limit": "10", "run_dir": "/tmp/r", "program": {"argv": ["true"]}}
+    spec = JobSpec.model_validate({**base, **({"checkpoint": checkpoint} if checkpoint else {})})
+    assert (spec.checkpoint.interval, spec.checkpoint.interval_steps) == (interval, steps)
+    # The resolved spec the run directory keeps reads back the same.
+    again = JobSpec.model_validate(spec.model_dump(mode="json"))
+    assert (again.checkpoint.interval, again.checkpoint.interval_steps) == (interval, steps)
+
+
 def test_last_step_end_reads_the_ledger_tail(tmp_path):
     ledger = tmp_path / "events.jsonl"
     ledger.write_text("\n".join([json.dumps({"event": "step_end", "time": 10}), "garbled",
