@@ -56,16 +56,19 @@ def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
     from hpcflow.jobs import service
 
     result = service.submit(spec, overrides, dry_run=dry_run, allow_shared_dir=allow_shared_dir)
+    for line in result.warnings:
+        click.echo(f"hpcflow: warning: {line}", err=True)
     if dry_run:
         if as_json:
             emit_json({"job_id": None, "run_dir": str(result.run_dir), "script": result.script,
-                       "env": result.env})
+                       "env": result.env, "warnings": list(result.warnings)})
         else:
             print_script(result.script)
         return
     if as_json:
         emit_json({"job_id": result.job_id, "run_dir": str(result.run_dir),
-                   "script_path": str(result.script_path), "log": str(result.log_path)})
+                   "script_path": str(result.script_path), "log": str(result.log_path),
+                   "warnings": list(result.warnings)})
     else:
         click.echo(f"submitted job {result.job_id}  run dir: {result.run_dir}")
         click.echo(f"log: {result.log_path}")

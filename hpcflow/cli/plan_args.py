@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from hpcflow.errors import SpecError
+from hpcflow.pcluster.catalog import gpu_instance  # noqa: F401 - the plan commands' check
 
 #: Ten years, as ``cluster cost`` allows: beyond it an hourly figure means nothing.
 MAX_HOURS = 87_600
@@ -34,33 +35,3 @@ def number(option: str, text: str | None, *, low: float, high: float, low_open: 
         raise SpecError(f"{option}: {text!r} is not allowed; give {allowed}, "
                         f"e.g. {option} {example}")
     return int(value) if integer else value
-
-
-def gpu_instance(option: str, instance_type: str, region: str) -> tuple[int, float]:
-    """(GPUs per node, GiB per GPU) of ``instance_type`` from the catalog
-    (:class:`hpcflow.pcluster.catalog.Catalog`: the shipped table and the region's EC2 cache).
-
-    Raises:
-        SpecError: the type is not known, or has no accelerators.
-    """
-    from hpcflow.aws.instances import read_cache
-    from hpcflow.pcluster.catalog import Catalog, ec2_types
-
-    catalog = Catalog.offline(read_cache(region))
-    facts = catalog.get(instance_type)
-    row = ec2_types().get(instance_type)
-    if facts is None and row is not None and not (row.nvidia_gpus or row.aws_accelerators):
-        raise SpecError(f"{option}: {instance_type!r} has no GPUs or other accelerators; give a "
-                        "GPU instance type, e.g. p5.48xlarge")
-    if facts is None and row is not None:
-        raise SpecError(f"{option}: the GPU memory of {instance_type!r} is not known here; run "
-                        "`hpcflow cluster instances --refresh` to fetch it from EC2")
-    if facts is None:
-        hint = catalog.suggest(instance_type)
-        tip = f"; did you mean {hint!r}?" if hint else ""
-        raise SpecError(f"{option}: {instance_type!r} is not an instance type hpcflow knows "
-                        f"the GPUs of{tip} (see `hpcflow cluster instances`)")
-    if facts.accelerator_count < 1:
-        raise SpecError(f"{option}: {instance_type!r} has no GPUs or other accelerators; give a "
-                        "GPU instance type, e.g. p5.48xlarge")
-    return facts.accelerator_count, facts.accelerator_memory_mib / 1024

@@ -24,6 +24,7 @@ import yaml
 from hpcflow import fsutil, protocol
 from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
 from hpcflow.jobs import records, trust
+from hpcflow.jobs.fit import fit_warning
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
 from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
@@ -48,6 +49,9 @@ class SubmitResult:
         name: the job name.
         env: the spec's ``env`` as ``--json`` shows it: values read from a file masked
             (:func:`hpcflow.spec.envvalues.shown_env`).
+        warnings: what the user should know before the job runs (a layout that fits GPU
+            memory only with activation checkpointing, or not at all under
+            ``parallelism.model.if_unfit: warn``; :mod:`hpcflow.jobs.fit`).
     """
 
     job_id: str | None
@@ -56,6 +60,7 @@ class SubmitResult:
     script_path: Path | None
     name: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     @property
     def log_path(self) -> Path | None:
@@ -82,13 +87,16 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     ``submissions.jsonl`` and in the per-user index.
 
     Raises:
-        SpecError: the spec or an override is invalid (nothing written).
+        SpecError: the spec or an override is invalid, or its layout fits no GPU of the
+            instance (:func:`hpcflow.jobs.fit.fit_warning`; nothing written).
         SubmitError: the run directory or hpcflow's job index cannot be written (nothing
             submitted), or sbatch refused the job (the message carries its stderr). A refused
             submission leaves the run directory as it was: files and folders it created are
             removed, and the spec and script of the job that used it before are put back.
     """
     spec = load_job_spec(spec_path, overrides)
+    warning = fit_warning(spec)
+    warnings = (warning,) if warning else ()
     script = render_sbatch(spec, python=python or sys.executable)
     run_dir = Path(spec.run_dir)
     check_run_dir(run_dir)
@@ -97,7 +105,8 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
         trust.check_trusted_dir("checkpoint.dir", Path(spec.checkpoint_dir))
     trust.check_state_files(run_dir)
     if dry_run:
-        return SubmitResult(None, run_dir, script, None, name=spec.name, env=shown_env(spec.env))
+        return SubmitResult(None, run_dir, script, None, name=spec.name, env=shown_env(spec.env),
+                            warnings=warnings)
     try:
         records.check_index_writable()
     except OSError as exc:
@@ -125,7 +134,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     rec = records.JobRecord(job_id, spec.name, str(run_dir), records.now())
     records.record_submission(rec, script, spec_yaml(spec))
     return SubmitResult(job_id, run_dir, script, script_path, name=spec.name,
-                        env=shown_env(spec.env))
+                        env=shown_env(spec.env), warnings=warnings)
 
 
 def check_run_dir(run_dir: Path) -> None:

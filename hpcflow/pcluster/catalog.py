@@ -183,3 +183,34 @@ def ec2_types() -> dict[str, Ec2Type]:
                                 "" if gmaker == "-" else gmaker, int(accs),
                                 "" if amaker == "-" else amaker)
     return out
+
+
+def gpu_instance(option: str, instance_type: str, region: str) -> tuple[int, float]:
+    """(GPUs per node, GiB per GPU) of ``instance_type`` from the catalog (:class:`Catalog`:
+    the shipped table and the region's EC2 cache); ``option`` names the field or option the
+    type came from, for the error.
+
+    Raises:
+        SpecError: the type is not known, or has no accelerators.
+    """
+    from hpcflow.aws.instances import read_cache
+    from hpcflow.errors import SpecError
+
+    catalog = Catalog.offline(read_cache(region))
+    facts = catalog.get(instance_type)
+    row = ec2_types().get(instance_type)
+    if facts is None and row is not None and not (row.nvidia_gpus or row.aws_accelerators):
+        raise SpecError(f"{option}: {instance_type!r} has no GPUs or other accelerators; give a "
+                        "GPU instance type, e.g. p5.48xlarge")
+    if facts is None and row is not None:
+        raise SpecError(f"{option}: the GPU memory of {instance_type!r} is not known here; run "
+                        "`hpcflow cluster instances --refresh` to fetch it from EC2")
+    if facts is None:
+        hint = catalog.suggest(instance_type)
+        tip = f"; did you mean {hint!r}?" if hint else ""
+        raise SpecError(f"{option}: {instance_type!r} is not an instance type hpcflow knows "
+                        f"the GPUs of{tip} (see `hpcflow cluster instances`)")
+    if facts.accelerator_count < 1:
+        raise SpecError(f"{option}: {instance_type!r} has no GPUs or other accelerators; give a "
+                        "GPU instance type, e.g. p5.48xlarge")
+    return facts.accelerator_count, facts.accelerator_memory_mib / 1024

@@ -287,7 +287,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "requeue": spec.preemption.requeue,
         "spot_watch": spec.preemption.spot_watch,
         "parallelism": (
-            protocol.format_parallelism(**spec.parallelism.model_dump())
+            protocol.format_parallelism(spec.parallelism.dp, spec.parallelism.pp, spec.parallelism.tp)
             if spec.parallelism is not None else ""
         ),
         "files": _FILES,

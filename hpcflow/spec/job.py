@@ -338,7 +338,8 @@ def _layout_problems(spec: JobSpec, layout: ParallelismSpec) -> list[tuple[str, 
             world_size=spec.ntasks, ranks_per_node=spec.tasks_per_node,
         )
     except ValueError as exc:
-        return [("parallelism", layout.model_dump(), f"{exc} (nodes x tasks_per_node = "
+        degrees = {"dp": layout.dp, "pp": layout.pp, "tp": layout.tp}
+        return [("parallelism", degrees, f"{exc} (nodes x tasks_per_node = "
                  f"{spec.nodes} x {spec.tasks_per_node})")]
     return []
 
