@@ -1,7 +1,8 @@
 """docs/training.md's command block: the lines are the ones documented, and the job spec it
 submits renders (``--dry-run``) into the 2-node x 4-rank pp=2 dp=2 tp=2 job the doc describes.
 Submitting it and following it needs the local Slurm cluster: the slurm test
-tests/integration/slurm/test_3d_resume.py submits this spec (fewer steps) and preempts it."""
+tests/integration/slurm/test_3d_resume.py runs the block word for word, then preempts the same
+spec."""
 
 from __future__ import annotations
 
