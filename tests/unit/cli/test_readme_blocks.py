@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,22 @@ def test_the_run_snippet_runs_as_written_outside_slurm(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     steps = re.findall(rf"^{TAG_STEP} .*\"step\": (\d+)", proc.stdout, re.M)
     assert steps == ["1", "2", "3"], proc.stdout
+
+
+def test_the_fast_suite_command_selects_no_cluster_test():
+    """The README's fast-suite command, with --collect-only added: its options parse (pytest-xdist
+    is installed) and what it selects leaves out every test that uses the cluster or starts
+    several torch.distributed processes."""
+    fast = [ln for ln in re.findall(r"^```bash\n(.*?)^```", README.split("\n## Tests\n", 1)[1]
+                                      .split("\n## ", 1)[0], re.M | re.S)[1].splitlines() if ln]
+    assert len(fast) == 1 and fast[0].startswith("OMP_NUM_THREADS=1 .venv/bin/python -m pytest")
+    words = shlex.split(fast[0])
+    assert words[0] == "OMP_NUM_THREADS=1" and words[1] == ".venv/bin/python"
+    proc = subprocess.run([sys.executable, *words[2:], "--collect-only", "-q", "-n", "0"],
+                          cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    ids = [ln for ln in proc.stdout.splitlines() if "::" in ln]
+    assert len(ids) > 1000
+    assert not [i for i in ids if "test_3d_resume" in i or "test_node_failure" in i
+                or "test_launch_slurm" in i or "test_3d_train" in i]
