@@ -26,9 +26,10 @@ warning is sent ``--after-s`` seconds after each attempt's first step, for two a
   attempt resumes from (work done twice or thrown away);
 - per-attempt overhead: from the warning to the next attempt's first step, seconds (it includes
   the cluster's requeue delay, the same for both);
-- final state: whether the parameters (and for FSDP the optimizer state) equal an uninterrupted
-  hpcflow.launch run's (sha256 of every full tensor); there is no uninterrupted plain-submitit
-  run;
+- final state: whether the parameters (and for FSDP the optimizer state) equal those of an
+  uninterrupted run of the same variant (sha256 of every full tensor): each variant has its own
+  control, run side by side before the preempted runs, and the two controls are compared with
+  each other too (the same loop, data and seed: they must agree);
 - FSDP only: what each rank restored: its own shards after some step of the preempted attempt
   (``own@N``), or none of its own states (another rank's shard values).
 
@@ -395,8 +396,8 @@ def restored(shards: str, ranks: int) -> list[list[str]]:
 def _same(fig: dict, reference: dict) -> str:
     if fig["result"] is None:
         return f"no result ({fig['error']})"
-    keys = [k for k in ("sha", "optim") if k in reference]
-    return str(all(fig["result"][k] == reference[k] for k in keys))
+    keys = [k for k in ("sha", "optim") if k in reference and k in fig["result"]]
+    return str(bool(keys) and all(fig["result"][k] == reference[k] for k in keys))
 
 
 def main() -> None:
@@ -428,9 +429,13 @@ def main() -> None:
     plain_ex.update_parameters(timeout_min=10, nodes=2, tasks_per_node=1,
                                slurm_additional_parameters={"requeue": True})
     trainers = {"ddp": (train_hpcflow, PlainTrainer), "fsdp": (train_hpcflow_fsdp, PlainFSDPTrainer)}
-    # The uninterrupted runs first, side by side (their timing is not measured).
+    # The uninterrupted controls first, side by side (their timing is not measured): one per
+    # variant, so each preempted run is compared with its own kind.
     refs = {m: ours.submit(trainers[m][0], cfg(f"{m}-reference")) for m in models}
-    reference = {m: job.result() for m, job in refs.items()}
+    plain_refs = {m: plain_ex.submit(trainers[m][1](), cfg(f"{m}-plain-reference"))
+                  for m in models}
+    reference = {(m, "hpcflow.launch"): job.result() for m, job in refs.items()}
+    reference.update({(m, "plain submitit"): job.results()[0] for m, job in plain_refs.items()})
     figures = {}
     for m in models:
         job = ours.submit(trainers[m][0], cfg(f"{m}-hpcflow"))
@@ -448,11 +453,16 @@ def main() -> None:
           f"step of attempts 0 and 1; FSDP model 16-64-{args.fsdp_out}; whole run "
           f"{time.monotonic() - started:.0f} s")
     print(f"{'model':<6}{'variant':<16}{'lost steps':<14}{'overhead s':<18}"
-          "final = uninterrupted")
+          "final = its own uninterrupted control")
     for (m, name), fig in sorted(figures.items(), key=lambda kv: (models.index(kv[0][0]),
                                                                     kv[0][1] != "plain submitit")):
         over = ", ".join(f"{x:.1f}" for x in fig["overhead"])
-        print(f"{m:<6}{name:<16}{str(fig['lost']):<14}{over:<18}{_same(fig, reference[m])}")
+        print(f"{m:<6}{name:<16}{str(fig['lost']):<14}{over:<18}"
+              f"{_same(fig, reference[(m, name)])}")
+    for m in models:
+        controls = {"result": reference[(m, "plain submitit")], "error": ""}
+        print(f"{m}: the two uninterrupted controls agree: "
+              f"{_same(controls, reference[(m, 'hpcflow.launch')])}")
     for m in models:
         plain = median(figures[(m, "plain submitit")]["overhead"])
         ours_s = median(figures[(m, "hpcflow.launch")]["overhead"])

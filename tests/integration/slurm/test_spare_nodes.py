@@ -93,7 +93,7 @@ def test_a_node_that_keeps_failing_is_replaced_by_the_spare_with_the_same_layout
     bad = node_of(pid)
     os.kill(pid, signal.SIGKILL)
     restart = wait_for(lambda: job.event(protocol.EVENT_STEP_RESTART), 120, "the first restart")
-    pid = training_rank(job, 1, 2, restart["step"] + 2)
+    pid = training_rank(job, 1, TASKS - 1, restart["step"] + 2)
     assert node_of(pid) == bad
     os.kill(pid, signal.SIGKILL)
 
