@@ -71,6 +71,20 @@ def test_rehearsals_of_a_protocol_program_and_of_one_that_prints_no_steps(
     assert "resumed from step" in err
     assert out["preemptions_sent"] == 1 and out["requeues"] == 1
     assert out["status"]["state"] == "COMPLETED" and out["status"]["attempts"] == 2
+    # checkpoint.interval: auto, the default for a program on the runtime API: the resumed
+    # attempt chose its interval again after its own warm-up (the first attempt, preempted about
+    # 2 s in, chose one only if it got through its warm-up first).
+    from hpcflow import protocol
+
+    events = [json.loads(x) for x in
+              protocol.ledger_path(tmp_path / "run-usr2").read_text().splitlines()]
+    chosen = [e for e in events if e["event"] == protocol.EVENT_INTERVAL_CHOSEN]
+    [resumed] = [e for e in events if e["event"] == "requeue"]
+    again = [e for e in chosen if e["restart"] == 1]
+    assert [e["reason"] for e in again] == [protocol.INTERVAL_REASON_RESTART]
+    assert all(e["reason"] == protocol.INTERVAL_REASON_WARMUP for e in chosen if e["restart"] == 0)
+    assert again[0]["step"] > resumed["step"] and again[0]["interval_steps"] >= 1
+    assert again[0]["restart_s"] is not None and again[0]["restart_s"] > 0
 
     out, err = finished(plain_proc)
     assert out["preemptions_sent"] == 1 and out["requeues"] == 1
