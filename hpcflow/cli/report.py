@@ -23,9 +23,10 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     start-up costs and failure rate that `hpcflow plan goodput --from-job` reads."""
     from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.endings import excluded_nodes
+    from hpcflow.jobs.intervals import interval_line
     from hpcflow.jobs.measured import measured_costs
     from hpcflow.jobs.notices import notice_outcomes
-    from hpcflow.jobs.report import interval_line, load_report
+    from hpcflow.jobs.report import load_report
     from hpcflow.jobs.timeline import render_svg
     from hpcflow.jobs.tracebacks import error_lines
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hpcflow import protocol as P
+from hpcflow.jobs.intervals import interval_choice
 from hpcflow.jobs.joblog import SRUN_TASK, TIME, read_text, split_log, steps_in
 from hpcflow.protocol import (
     FAILURE_EVENT_KIND,
@@ -219,7 +220,7 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
     from hpcflow.jobs.endings import ledger_ending, network_summary
 
     att.network = network_summary(att.events)
-    att.intervals = [c for c in map(_interval_choice, att.events) if c is not None]
+    att.intervals = [c for c in map(interval_choice, att.events) if c is not None]
 
     ends = [e for e in att.events if e.get("event") in ("requeue", "job_end")]
     step_ends = [e for e in att.events if e.get("event") == "step_end"]
@@ -250,42 +251,6 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
         att.ending, att.detail = P.ENDING_NODE_FAILURE, "no end record; Slurm ran the job again"
     else:
         att.detail = "no end record"
-
-
-#: The fields of an ``interval_chosen`` event the report carries, with the types they must have.
-_INTERVAL_FIELDS: dict[str, tuple[type, ...]] = {
-    "step": (int,), "reason": (str,), "interval_steps": (int,), "interval_s": (int, float),
-    "save_s": (int, float), "step_time_s": (int, float), "restart_s": (int, float),
-    "mtbf_s": (int, float), "formula": (str,), "expected_goodput": (int, float),
-}
-
-
-def _interval_choice(event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The report's view of an ``interval_chosen`` event (None for any other event, or one
-    without a whole ``interval_steps``); a field of the wrong type reads as None."""
-    if event.get("event") != P.EVENT_INTERVAL_CHOSEN:
-        return None
-    out = {}
-    for name, types in _INTERVAL_FIELDS.items():
-        value = event.get(name)
-        ok = isinstance(value, types) and not isinstance(value, bool)
-        out[name] = value if ok else None
-    return out if out["interval_steps"] is not None else None
-
-
-def interval_line(attempt: int, choice: Mapping[str, Any]) -> str:
-    """One line of ``hpcflow report`` for a chosen interval: what, when, why, from what."""
-    def secs(name: str, digits: int) -> str:
-        value = choice.get(name)
-        return "unknown" if value is None else f"{value:.{digits}f} s"
-
-    goodput = choice.get("expected_goodput")
-    return (f"attempt {attempt} checkpoint interval: every {choice['interval_steps']} steps "
-            f"from step {choice.get('step')} ({choice.get('reason') or 'auto'}; "
-            f"{choice.get('formula') or 'formula unknown'}; save {secs('save_s', 3)}, "
-            f"step {secs('step_time_s', 3)}, restart {secs('restart_s', 1)}, "
-            f"MTBF {secs('mtbf_s', 0)}; expected goodput "
-            f"{'unknown' if goodput is None else f'{goodput:.3f}'})")
 
 
 def _outcome(event: Mapping[str, Any]) -> str:

@@ -49,9 +49,7 @@ class SubmitResult:
         name: the job name.
         env: the spec's ``env`` as ``--json`` shows it: values read from a file masked
             (:func:`hpcflow.spec.envvalues.shown_env`).
-        warnings: what the user should know before the job runs (a layout that fits GPU
-            memory only with activation checkpointing, or not at all under
-            ``parallelism.model.if_unfit: warn``; :mod:`hpcflow.jobs.fit`).
+        warnings: what to know before the job runs (:func:`hpcflow.jobs.fit.fit_warning`).
     """
 
     job_id: str | None
@@ -95,8 +93,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
             removed, and the spec and script of the job that used it before are put back.
     """
     spec = load_job_spec(spec_path, overrides)
-    warning = fit_warning(spec)
-    warnings = (warning,) if warning else ()
+    warnings = tuple(w for w in [fit_warning(spec)] if w)
     script = render_sbatch(spec, python=python or sys.executable)
     run_dir = Path(spec.run_dir)
     check_run_dir(run_dir)

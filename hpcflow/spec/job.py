@@ -47,11 +47,10 @@ from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_L
     _raise_problems,
     _time_limit,
 )
+from hpcflow.spec.job_layout import ModelShapeSpec, NetworkSpec, ParallelismSpec  # noqa: F401 - re-exported
 from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's public names
     CheckpointSpec,
     ContainerSpec,
-    NetworkSpec,
-    ParallelismSpec,
     PreemptionSpec,
     ProgramSpec,
     lead_for_short_jobs,

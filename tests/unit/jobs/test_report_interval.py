@@ -8,7 +8,8 @@ from typing import Any
 
 from hpcflow import protocol as P
 from hpcflow.jobs import records
-from hpcflow.jobs.report import build_report, interval_line
+from hpcflow.jobs.intervals import interval_line
+from hpcflow.jobs.report import build_report
 
 T0 = 1_800_000_000.0
 
