@@ -28,6 +28,7 @@ main() {
     "bench/bench_checkpoint.py --small"
     "bench/bench_mirror.py --small"
     "bench/bench_submitit.py --steps 40"
+    "bench/bench_plan.py"
   )
   if ((ci == 0)); then
     benches+=("bench/bench_goodput.py --small" "bench/bench_goodput.py --kill-every-s 10 --small")
