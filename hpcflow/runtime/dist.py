@@ -1,8 +1,9 @@
 """Start and stop ``torch.distributed`` from a :class:`~hpcflow.runtime.env.DistEnv`.
 
-Backend: NCCL when CUDA is available, gloo otherwise (docs/architecture.md, "3D layout"). Rendezvous is ``env://``:
-``MASTER_ADDR`` and ``MASTER_PORT`` are exported from the :class:`DistEnv` before
-``init_process_group`` reads them (torch.distributed docs, "Environment variable initialization").
+Backend: NCCL when CUDA is available, gloo otherwise (docs/architecture.md, "3D layout").
+Rendezvous is ``env://``: ``MASTER_ADDR`` and ``MASTER_PORT`` are exported from the
+:class:`DistEnv` before ``init_process_group`` reads them (torch.distributed docs, "Environment
+variable initialization"); a single process uses an in-memory store instead.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def init_distributed(env: DistEnv, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
     """Join the job's process group (collective: every rank must call it).
 
     On a GPU node the CUDA device is set to ``env.local_rank`` first, so NCCL binds each rank to
-    its own GPU. Costs one TCP rendezvous with rank 0's store.
+    its own GPU. Costs one TCP rendezvous with rank 0's store; a single process (world size 1)
+    uses an in-memory store (``torch.distributed.HashStore``) and binds no port.
 
     Args:
         env: this process's place in the job.
@@ -55,10 +57,15 @@ def init_distributed(env: DistEnv, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
         extra["device_id"] = torch.device("cuda", env.local_rank)
     os.environ["MASTER_ADDR"] = env.master_addr
     os.environ["MASTER_PORT"] = str(env.master_port)
+    if env.world_size == 1:
+        # A single process has no one to meet: an in-memory store instead of a TCP one, so no
+        # port is bound and none can be taken by another process between picking and binding.
+        extra["store"] = dist.HashStore()
+    else:
+        extra["init_method"] = "env://"
     try:
         dist.init_process_group(
             backend=backend,
-            init_method="env://",
             rank=env.rank,
             world_size=env.world_size,
             timeout=timedelta(seconds=timeout_s),
