@@ -16,6 +16,17 @@ from hpcflow.plan.models import ModelShape
 from hpcflow.spec.job_fields import _INSTANCE_TYPE_RE, _VERSION_RE, StrictInt, _Model, _raise_problems
 
 
+def _instance_type(value: str) -> str:
+    """``value`` when it has the shape of an EC2 instance type (``p5.48xlarge``).
+
+    Raises:
+        ValueError: it does not.
+    """
+    if not _INSTANCE_TYPE_RE.fullmatch(value):
+        raise ValueError("must be an EC2 instance type such as 'p5.48xlarge'")
+    return value
+
+
 class ModelShapeSpec(_Model):
     """The model's shape, for the memory check of ``submit`` (the model of ``hpcflow plan
     layout``, docs/plan.md): a preset with public shapes, or every one of params, layers,
@@ -62,9 +73,7 @@ class ModelShapeSpec(_Model):
     @field_validator("instance_type")
     @classmethod
     def _instance(cls, value: str | None) -> str | None:
-        if value is not None and not _INSTANCE_TYPE_RE.fullmatch(value):
-            raise ValueError("must be an EC2 instance type such as 'p5.48xlarge'")
-        return value
+        return None if value is None else _instance_type(value)
 
     @model_validator(mode="after")
     def _whole_shape(self) -> ModelShapeSpec:
@@ -134,9 +143,7 @@ class NetworkSpec(_Model):
     @field_validator("instance_type")
     @classmethod
     def _instance_type(cls, value: str) -> str:
-        if not _INSTANCE_TYPE_RE.fullmatch(value):
-            raise ValueError("must be an EC2 instance type such as 'p5.48xlarge'")
-        return value
+        return _instance_type(value)
 
     @field_validator("ofi_nccl_version")
     @classmethod
