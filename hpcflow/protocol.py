@@ -11,7 +11,7 @@ What crosses the boundary:
   (written by the batch script's trap), the commit file (written by rank 0 after the preemption
   checkpoint is committed) and the joined folder (one file per rank that installed its signal
   handler, so the trap knows the ranks can take the signal);
-- with a ``resilience`` block: each rank's heartbeat file and stacks file (read by the hang
+- unless ``resilience: false``: each rank's heartbeat file and stacks file (read by the hang
   watchdog, :mod:`hpcflow.watchdog`), the exception record of a rank that raised, and the
   ledger events of hangs and in-job restarts;
 - the exit status of a rank that stopped after a committed preemption checkpoint;
@@ -43,7 +43,7 @@ ENV_JOINED_DIR = "HPCFLOW_JOINED_DIR"
 ENV_PREEMPT_SIGNAL = "HPCFLOW_PREEMPT_SIGNAL"
 #: The job spec's ``parallelism`` as ``"dp,pp,tp"`` (dp may be -1: the remaining ranks).
 ENV_PARALLELISM = "HPCFLOW_PARALLELISM"
-#: Folder of this step's heartbeats: one ``<rank>.json`` per rank (only with a ``resilience`` block).
+#: Folder of this step's heartbeats: one ``<rank>.json`` per rank (not with ``resilience: false``).
 ENV_HEARTBEAT_DIR = "HPCFLOW_HEARTBEAT_DIR"
 #: Least seconds between two heartbeats of one rank inside one section (a new section always
 #: writes one).
@@ -76,6 +76,13 @@ SECTIONS = (SECTION_STARTUP, SECTION_STEP, SECTION_CHECKPOINT, SECTION_END)
 #: Ledger event the watchdog appends when ranks stopped reporting: ``section``, ``ranks``
 #: (those whose heartbeat is stale), ``timeout_s``, ``stacks`` (file under the run directory).
 EVENT_HANG = "hang"
+#: Ledger event the watchdog appends when ranks first stop reporting and ``kill_after_s`` is
+#: not 0: the stacks are written (``stacks``), the step goes on. Members as :data:`EVENT_HANG`,
+#: plus ``kill_after_s``.
+EVENT_HANG_SUSPECTED = "hang_suspected"
+#: Ledger event the watchdog appends when every rank reports in time again after a suspected
+#: hang: ``after_s`` (seconds the suspicion lasted), ``stacks`` (the suspicion's file).
+EVENT_HANG_CLEARED = "hang_cleared"
 #: Marker the watchdog leaves in the step's heartbeat folder once it handled a hang (the
 #: ``hang`` event as JSON): the supervisor reads the step's cause from it.
 HANG_MARKER = "hang.json"
@@ -337,6 +344,12 @@ def stacks_name(job_id: str, restart: int, try_: int | str) -> str:
     """File of one step's hang report in the run directory (``hang-<job>-<restart>-<try>.txt``):
     every rank's Python stacks."""
     return f"hang-{attempt_suffix(job_id, restart)}-{try_}.txt"
+
+
+def suspected_stacks_name(job_id: str, restart: int, try_: int | str, n: int) -> str:
+    """File of the ``n``-th (from 1) suspected hang's stacks in one step
+    (``hang-<job>-<restart>-<try>-suspected-<n>.txt``)."""
+    return f"hang-{attempt_suffix(job_id, restart)}-{try_}-suspected-{n}.txt"
 
 
 def exits_name(job_id: str, restart: int) -> str:

@@ -23,6 +23,7 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     start-up costs and failure rate that `hpcflow plan goodput --from-job` reads."""
     from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.endings import excluded_nodes
+    from hpcflow.jobs.hangs import suspicion_line
     from hpcflow.jobs.intervals import interval_line
     from hpcflow.jobs.measured import measured_costs
     from hpcflow.jobs.notices import notice_outcomes
@@ -84,6 +85,8 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
             click.echo(f"attempt {a.restart + 1} network: {a.network}")
         for choice in a.intervals:
             click.echo(interval_line(a.restart + 1, choice))
+        for hang in a.suspected_hangs:
+            click.echo(suspicion_line(a.restart + 1, hang))
     for n in notices:
         click.echo(n.line())
     if mirror is not None:

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hpcflow import protocol as P
+from hpcflow.jobs.hangs import suspected_hangs
 from hpcflow.jobs.intervals import interval_choice
 from hpcflow.jobs.joblog import SRUN_TASK, TIME, read_text, split_log, steps_in
 from hpcflow.protocol import (
@@ -69,6 +70,8 @@ class AttemptLedger:
             (``warmup`` or ``restart``), ``interval_steps``, ``interval_s``, the inputs
             ``save_s``, ``step_time_s``, ``restart_s``, ``mtbf_s`` (seconds), ``formula``, and
             ``expected_goodput`` (0..1); empty for a fixed interval.
+        suspected_hangs: each hang the watchdog suspected in the attempt (its stacks written,
+            the step going on) and what became of it (:func:`hpcflow.jobs.hangs.suspected_hangs`).
     """
 
     restart: int
@@ -88,6 +91,7 @@ class AttemptLedger:
     lost_steps: int = 0
     network: str = ""
     intervals: list[dict[str, Any]] = field(default_factory=list)
+    suspected_hangs: list[dict[str, Any]] = field(default_factory=list)
     # From the log and the ledger, for the computation; not part of the report's JSON.
     step_times: dict[int, float] = field(default_factory=dict, repr=False)
     segments: list[dict[int, float]] = field(default_factory=list, repr=False)
@@ -221,6 +225,7 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
 
     att.network = network_summary(att.events)
     att.intervals = [c for c in map(interval_choice, att.events) if c is not None]
+    att.suspected_hangs = suspected_hangs(att.events)
 
     ends = [e for e in att.events if e.get("event") in ("requeue", "job_end")]
     step_ends = [e for e in att.events if e.get("event") == "step_end"]

@@ -13,7 +13,7 @@ The rank also registers :mod:`faulthandler` on :data:`hpcflow.protocol.STACKS_SI
 signal the interpreter writes every thread's Python stack to ``<rank>.stacks`` beside the
 heartbeat (Python ``faulthandler`` docs: ``register``), the watchdog's fallback without py-spy.
 
-Nothing here runs without ``HPCFLOW_HEARTBEAT_DIR`` (the job spec has no ``resilience`` block,
+Nothing here runs without ``HPCFLOW_HEARTBEAT_DIR`` (the job spec says ``resilience: false``,
 or the program runs outside an hpcflow job). Pure standard library: no torch.
 """
 

@@ -200,14 +200,15 @@ def program_words(spec: JobSpec, python: str) -> list[str]:
 
 def watchdog_options(spec: JobSpec) -> list[str]:
     """The watchdog's timeout options (``python -m hpcflow.watchdog``) from
-    ``resilience.timeouts``; empty without a ``resilience`` block."""
+    ``resilience.timeouts``; empty with ``resilience: false``."""
     if spec.resilience is None:
         return []
     t = spec.resilience.timeouts
     words = [f"--startup-s={t.startup_s}", f"--checkpoint-s={t.checkpoint_s}",
              f"--step-floor-s={t.step_floor_s}", f"--step-factor={t.step_factor}",
              f"--warmup-steps={t.warmup_steps}",
-             f"--interval-s={spec.resilience.heartbeat_interval_s}"]
+             f"--interval-s={spec.resilience.heartbeat_interval_s}",
+             f"--kill-after-s={t.kill_after_s}"]
     if t.step_s is not None:
         words.append(f"--step-s={t.step_s}")
     return words

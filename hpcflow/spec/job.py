@@ -151,7 +151,8 @@ class JobSpec(_Model):
         description="Instance type and aws-ofi-nccl version: the job exports the NCCL/EFA preset.",
     )
     resilience: ResilienceSpec | None = Field(
-        default=None, description="Hang watchdog and in-job restarts; absent: neither.",
+        default_factory=ResilienceSpec,
+        description="Hang watchdog and in-job restarts; on by default, false: neither.",
     )
     parallelism: ParallelismSpec | None = Field(
         default=None,
@@ -166,6 +167,16 @@ class JobSpec(_Model):
     def _name_chars(cls, value: str) -> str:
         if not _NAME_RE.fullmatch(value):
             raise ValueError("must be 1-64 characters from [A-Za-z0-9._-] (used in file names)")
+        return value
+
+    @field_validator("resilience", mode="before")
+    @classmethod
+    def _resilience_switch(cls, value: Any) -> Any:
+        """``false`` turns the block off (None), ``true`` keeps its defaults."""
+        if value is False:
+            return None
+        if value is True:
+            return {}
         return value
 
     @field_validator("partition", "account")

@@ -1,6 +1,14 @@
 """The ``resilience`` block of a job spec: hang detection and in-job restarts
-(docs/protocol.md, "Hangs and in-job restarts"). Without the block the batch script runs one step
-per attempt, as before."""
+(docs/protocol.md, "Hangs and in-job restarts"). It is on by default, with these defaults;
+``resilience: false`` turns it off (the batch script then runs one step per attempt).
+
+The defaults are chosen with false alarms in mind. A step that goes quiet for a minute gets its
+ranks' stacks written (cheap, and harmless if it was only a long evaluation); the step is ended
+only if it stays quiet for ``kill_after_s`` more: ten minutes in all, the default timeout of a
+``torch.distributed`` NCCL process group (``init_process_group``'s docstring: "10 minutes for
+NCCL"), past which NCCL aborts the ranks anyway. A program that never sends a heartbeat (it
+does not use ``hpcflow.runtime.Run``) is never judged, and a step is restarted only from a
+checkpoint that hpcflow's runtime committed."""
 
 from __future__ import annotations
 
@@ -42,6 +50,13 @@ class TimeoutsSpec(_Model):
     warmup_steps: StrictInt = Field(
         default=10, ge=1, le=1_000_000,
         description="Steps every rank times before the step timeout is derived (startup_s until then).",
+    )
+    kill_after_s: StrictInt = Field(
+        default=540, ge=0, le=MAX_TIMEOUT_S,
+        description=(
+            "Seconds a hang must last after its stacks are written before the step is ended "
+            "(ranks that report again in that time clear it); 0: end it at once."
+        ),
     )
 
 

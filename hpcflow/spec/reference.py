@@ -24,6 +24,8 @@ def _default(field: Any) -> str:
     if field.is_required():
         return "**required**"
     value = field.default
+    if value is PydanticUndefined and field.default_factory is not None:
+        value = field.default_factory()
     if value is PydanticUndefined or value is None:
         return "-"
     if isinstance(value, BaseModel):

@@ -23,7 +23,8 @@ class Limits:
         step_nodes: nodes one step runs on (``nodes``; the allocation may hold spares).
         max_requeues: ``preemption.max_requeues``.
         requeue_allowed: ``preemption.requeue``.
-        resilience: a ``resilience`` block is on (in-job restarts, failure budget, exclusion).
+        resilience: ``resilience`` is on (the default; in-job restarts, failure budget,
+            exclusion).
         max_in_job_restarts: ``resilience.max_in_job_restarts``.
         max_failures: ``resilience.max_failures``.
         exclude_after: ``resilience.exclude_after_failures``.

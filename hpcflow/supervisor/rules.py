@@ -40,9 +40,9 @@ def failures(history: History) -> int:
 
 
 def requeues_used(history: History, limits: Limits) -> int:
-    """Requeues counted against ``preemption.max_requeues``. With a ``resilience`` block only
-    hpcflow's own requeues after a warning count (a node failure's or an exclusion's are
-    failures); without one every restart does."""
+    """Requeues counted against ``preemption.max_requeues``. With ``resilience`` on (the
+    default) only hpcflow's own requeues after a warning count (a node failure's or an
+    exclusion's are failures); with ``resilience: false`` every restart does."""
     if not limits.resilience:
         return history.restart
     return history.requeues - history.exclusion_requeues

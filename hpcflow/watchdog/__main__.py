@@ -2,11 +2,14 @@
 and in-job restarts")::
 
     python -m hpcflow.watchdog --heartbeat-dir DIR --ntasks N --run-dir RUN --job-id J \\
-        --restart R --try T [--startup-s S --checkpoint-s S --step-floor-s S --step-factor K
-        --warmup-steps W --step-s S --interval-s S --poll-s S]
+        --restart R --try T --startup-s S --checkpoint-s S --step-floor-s S --step-factor K
+        --warmup-steps W [--step-s S] --interval-s S --kill-after-s S [--poll-s S]
 
-It polls the ranks' heartbeats (:mod:`hpcflow.runtime.heartbeat`). On a hang
+It polls the ranks' heartbeats (:mod:`hpcflow.runtime.heartbeat`). When it first finds a hang
 (:func:`hpcflow.watchdog.hang.find_hang`) it writes every rank's stacks to
+``<run_dir>/hang-<job>-<restart>-<try>-suspected-<n>.txt`` and appends ``hang_suspected``; if
+every rank reports in time again it appends ``hang_cleared`` and goes on watching. Once the hang
+has lasted ``--kill-after-s`` more (at once when it is 0) it writes the stacks again to
 ``<run_dir>/hang-<job>-<restart>-<try>.txt``, appends a ``hang`` event to the ledger, leaves
 ``hang.json`` in the heartbeat folder for the batch script, and ends the step (``scancel
 <job>.<step>``: the step, never the job; scancel(1)), then exits 0. It does nothing until the
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow import fsutil, ledger, protocol
-from hpcflow.watchdog.hang import Hang, Timeouts, find_hang
+from hpcflow.watchdog.hang import CLEAR, KILL, SUSPECT, Hang, Timeouts, find_hang, next_action
 from hpcflow.watchdog.stacks import collect, stopped_ranks
 
 
@@ -60,10 +63,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup-steps", type=int, required=True)
     p.add_argument("--step-s", type=float, default=None, help="fixed; default: derived")
     p.add_argument("--interval-s", type=float, required=True)
+    p.add_argument("--kill-after-s", type=float, required=True)
     p.add_argument("--poll-s", type=float, default=1.0)
     args = p.parse_args(argv)
-    if args.ntasks < 1 or args.poll_s <= 0 or args.interval_s <= 0:
-        p.error("--ntasks must be at least 1, --poll-s and --interval-s positive")
+    if args.ntasks < 1 or args.poll_s <= 0 or args.interval_s <= 0 or args.kill_after_s < 0:
+        p.error("--ntasks must be at least 1, --poll-s and --interval-s positive, "
+                "--kill-after-s at least 0")
     return args
 
 
@@ -81,21 +86,43 @@ def end_step(job_id: str, beats: dict[int, dict[str, Any]]) -> None:
                        capture_output=True, check=False, timeout=60)
 
 
-def handle(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Hang) -> None:
-    """Stacks to the run directory, the ledger event, the marker, then the step's end."""
-    now = time.time()
-    name = protocol.stacks_name(args.job_id, args.restart, args.try_)
+def _hang_fields(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Hang,
+                 stacks_file: str) -> dict[str, Any]:
+    """Write every rank's stacks to ``<run_dir>/<stacks_file>``; the hang's ledger members."""
     stopped = [r for r in stopped_ranks(beats, args.job_id) if r in hang.ranks]
     first = stopped[0] if stopped else hang.first
-    stacks = collect(beats, args.heartbeat_dir, args.job_id, now)
-    (args.run_dir / name).write_text(stacks, encoding="utf-8")
-    fields = {"try": args.try_, "section": hang.section, "ranks": hang.ranks, "first": first,
-              "stopped": stopped, "step": hang.step, "timeout_s": round(hang.timeout_s, 3),
-              "stacks": name}
-    ledger.append_event(protocol.ledger_path(args.run_dir), protocol.EVENT_HANG,
-                        job_id=args.job_id, restart=args.restart, time_s=int(now), **fields)
+    stacks = collect(beats, args.heartbeat_dir, args.job_id, time.time())
+    fsutil.write_atomic(args.run_dir / stacks_file, stacks)
+    return {"try": args.try_, "section": hang.section, "ranks": hang.ranks, "first": first,
+            "stopped": stopped, "step": hang.step, "timeout_s": round(hang.timeout_s, 3),
+            "stacks": stacks_file}
+
+
+def _event(args: argparse.Namespace, name: str, fields: dict[str, Any]) -> None:
+    ledger.append_event(protocol.ledger_path(args.run_dir), name, job_id=args.job_id,
+                        restart=args.restart, time_s=int(time.time()), **fields)
+
+
+def suspect(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Hang,
+            n: int) -> str:
+    """The first stage: stacks to the run directory and a ``hang_suspected`` event; the step
+    goes on. Returns the stacks file's name."""
+    name = protocol.suspected_stacks_name(args.job_id, args.restart, args.try_, n)
+    fields = _hang_fields(args, beats, hang, name)
+    _event(args, protocol.EVENT_HANG_SUSPECTED, {**fields, "kill_after_s": args.kill_after_s})
+    print(f"hpcflow-watchdog: ranks {hang.ranks} silent in section {hang.section} for more than "
+          f"{hang.timeout_s:.1f} s; stacks in {name}; the step is ended if they stay silent "
+          f"{args.kill_after_s:.0f} s more", file=sys.stderr, flush=True)
+    return name
+
+
+def handle(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Hang) -> None:
+    """Stacks to the run directory, the ledger event, the marker, then the step's end."""
+    name = protocol.stacks_name(args.job_id, args.restart, args.try_)
+    fields = _hang_fields(args, beats, hang, name)
+    _event(args, protocol.EVENT_HANG, fields)
     marker = ledger.event_line(protocol.EVENT_HANG, job_id=args.job_id, restart=args.restart,
-                               time_s=int(now), **fields)
+                               time_s=int(time.time()), **fields)
     fsutil.write_atomic(args.heartbeat_dir / protocol.HANG_MARKER, marker)
     print(f"hpcflow-watchdog: hang in section {hang.section} (ranks {hang.ranks} silent for more "
           f"than {hang.timeout_s:.1f} s); stacks in {name}; ending the step", file=sys.stderr,
@@ -108,8 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     t = Timeouts(startup_s=args.startup_s, checkpoint_s=args.checkpoint_s,
                  step_floor_s=args.step_floor_s, step_factor=args.step_factor,
-                 warmup_steps=args.warmup_steps, step_s=args.step_s, interval_s=args.interval_s)
+                 warmup_steps=args.warmup_steps, step_s=args.step_s, interval_s=args.interval_s,
+                 kill_after_s=args.kill_after_s)
     armed_at: float | None = None
+    since: float | None = None
+    suspicions = 0
+    stacks_file = ""
     while True:
         time.sleep(args.poll_s)
         beats = read_beats(args.heartbeat_dir)
@@ -118,9 +149,20 @@ def main(argv: list[str] | None = None) -> int:
         now = time.time()
         armed_at = armed_at or now
         hang = find_hang(beats, args.ntasks, now, armed_at, t)
-        if hang is not None:
+        action = next_action(hang, since, now, t.kill_after_s)
+        if action == KILL and hang is not None:
             handle(args, beats, hang)
             return 0
+        if action == SUSPECT and hang is not None:
+            suspicions += 1
+            stacks_file = suspect(args, beats, hang, suspicions)
+            since = now
+        elif action == CLEAR and since is not None:
+            _event(args, protocol.EVENT_HANG_CLEARED, {
+                "try": args.try_, "after_s": round(now - since, 3), "stacks": stacks_file})
+            print(f"hpcflow-watchdog: every rank reports again after {now - since:.0f} s; the "
+                  "suspected hang is cleared", file=sys.stderr, flush=True)
+            since = None
 
 
 if __name__ == "__main__":

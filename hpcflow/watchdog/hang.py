@@ -13,6 +13,10 @@ Each section has its own timeout (seconds without a new heartbeat):
 A rank is stale when its last heartbeat is older than its section's timeout plus the heartbeat
 interval (a rank writes at most once per interval inside a section). A rank that never wrote one
 is stale ``startup_s`` after the first heartbeat of any rank.
+
+A hang is handled in two stages (:func:`next_action`): when it is first found the stacks are
+written and the hang is only suspected; the step is ended when it has lasted ``kill_after_s``
+more, and a suspicion is cleared when every rank reports in time again.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class Timeouts:
     warmup_steps: int
     step_s: float | None
     interval_s: float
+    kill_after_s: float
 
 
 @dataclass(frozen=True)
@@ -107,3 +112,33 @@ def find_hang(beats: Mapping[int, Mapping[str, Any]], ntasks: int, now: float,
         s[4] if s[4] is not None else -1, s[0], s[1]))
     return Hang(section=section, ranks=sorted(r for _, r, *_ in stale), first=first,
                 timeout_s=timeout, step=step)
+
+
+#: :func:`next_action`'s answers.
+WAIT = "wait"
+SUSPECT = "suspect"
+CLEAR = "clear"
+KILL = "kill"
+
+
+def next_action(hang: Hang | None, suspected_since: float | None, now: float,
+                kill_after_s: float) -> str:
+    """What the watchdog does after one poll.
+
+    Args:
+        hang: :func:`find_hang`'s answer for this poll.
+        suspected_since: Unix time (seconds) the current suspicion began, or None.
+        now: Unix time in seconds.
+        kill_after_s: ``resilience.timeouts.kill_after_s``.
+
+    Returns:
+        :data:`SUSPECT` (write the stacks, record the suspicion) for a new hang, or :data:`KILL`
+        at once when ``kill_after_s`` is 0; :data:`KILL` (write the stacks again, end the step)
+        once a suspicion has lasted ``kill_after_s``; :data:`CLEAR` when the ranks report in
+        time again after a suspicion; else :data:`WAIT`.
+    """
+    if hang is None:
+        return CLEAR if suspected_since is not None else WAIT
+    if suspected_since is None:
+        return KILL if kill_after_s <= 0 else SUSPECT
+    return KILL if now - suspected_since >= kill_after_s else WAIT

@@ -24,9 +24,11 @@ PROGRAMS = Path(__file__).parents[2] / "programs"
 
 
 def spec(program: dict, **extra) -> dict:
+    # resilience off: how a step's failure ends the job, not how it is restarted in the
+    # allocation (tests/integration/slurm/test_resilience.py)
     return {"name": "endings", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:10:00",
             "program": program, "env": {"OMP_NUM_THREADS": "1"},
-            "checkpoint": {"keep": 2, "interval_steps": 2}, **extra}
+            "checkpoint": {"keep": 2, "interval_steps": 2}, "resilience": False, **extra}
 
 
 def train(steps: int, step_time_s: float = 0.2) -> dict:
@@ -81,7 +83,7 @@ def test_a_full_checkpoint_disk_and_a_killed_rank_are_told_apart(submit_job, ful
     assert [s["ending"] for s in shown] == [P.ENDING_PROGRAM_ERROR, P.ENDING_RANK_KILLED]
     assert "exited with status 5" in shown[0]["reason"]
     assert "left no exit record" in shown[1]["reason"]
-    # Without a resilience block too, the report shows the first failing rank's traceback.
+    # With resilience off too, the report shows the first failing rank's traceback.
     full_rep = json.loads(hpcflow("report", full.job_id, "--json").stdout)["data"]
     error = full_rep["failures"][0]["error"]
     assert error is not None and error["try"] == 0, full_rep["failures"]

@@ -41,7 +41,8 @@ STEPS = 60
 INTERVAL = 5
 RESILIENCE = {
     "heartbeat_interval_s": 1, "max_in_job_restarts": 2, "max_failures": 3,
-    "timeouts": {"startup_s": 120, "step_floor_s": 8, "warmup_steps": 5, "checkpoint_s": 60},
+    "timeouts": {"startup_s": 120, "step_floor_s": 8, "warmup_steps": 5, "checkpoint_s": 60,
+                 "kill_after_s": 0},
 }
 
 

@@ -28,24 +28,26 @@ STEPS = 40
 INTERVAL = 5
 RESILIENCE = {
     "heartbeat_interval_s": 1, "max_in_job_restarts": 2, "max_failures": 3,
-    "timeouts": {"startup_s": 120, "step_floor_s": 8, "warmup_steps": 5, "checkpoint_s": 60},
+    "timeouts": {"startup_s": 120, "step_floor_s": 8, "warmup_steps": 5, "checkpoint_s": 60,
+                 "kill_after_s": 0},
 }
 
 
-def spec(name: str, program: dict, resilience: bool = True) -> dict:
+def spec(name: str, program: dict, resilience: bool | None = True) -> dict:
+    """True: the short timeouts above; False: resilience off; None: no block (the defaults)."""
     out = {
         "name": name, "nodes": 2, "tasks_per_node": 1, "time_limit": "00:10:00",
         "program": program, "env": {"OMP_NUM_THREADS": "1"},
         "checkpoint": {"keep": 2, "interval_steps": INTERVAL},
     }
-    if resilience:
-        out["resilience"] = RESILIENCE
+    if resilience is not None:
+        out["resilience"] = RESILIENCE if resilience else False
     return out
 
 
-def train(name: str, resilience: bool = True) -> dict:
+def train(name: str, resilience: bool | None = True, steps: int = STEPS) -> dict:
     return spec(name, {"module": "hpcflow.examples.train",
-                       "args": ["--steps", str(STEPS), "--step-time-s", "0.2"]}, resilience)
+                       "args": ["--steps", str(steps), "--step-time-s", "0.2"]}, resilience)
 
 
 def tagged(log: str, tag: str) -> list[dict]:
@@ -72,23 +74,16 @@ def rank_pid_after(job, rank: int, step: int) -> int:
     return int(wait_for(ready, 240, f"rank {rank} past step {step}"))
 
 
-def test_stopped_rank_is_detected_stacks_dumped_and_the_step_restarted(submit_job):
-    reference = submit_job(train("ref", resilience=False))
-    job = submit_job(train("hang"))
-    pid = rank_pid_after(job, 1, 12)
-    os.kill(pid, signal.SIGSTOP)
-    stopped_at = time.time()
+def resume(pid: int) -> None:
     try:
-        hang = wait_for(lambda: job.event(protocol.EVENT_HANG), 90, "the hang event")
-    finally:
-        try:
-            os.kill(pid, signal.SIGCONT)  # gone after the step's end; harmless if not
-        except ProcessLookupError:
-            pass
-    assert hang["time"] - stopped_at <= 60
-    assert hang["section"] == "step" and 1 in hang["ranks"]
-    assert hang["stopped"] == [1] and hang["first"] == 1  # the ranks share this host
-    stacks = (Path(job.run_dir) / hang["stacks"]).read_text()
+        os.kill(pid, signal.SIGCONT)  # gone after the step's end; harmless if not
+    except ProcessLookupError:
+        pass
+
+
+def check_stacks(job, event: dict) -> None:
+    """The stacks file of a hang event of ``job``: both ranks, rank 1 stopped, both in train.py."""
+    stacks = (Path(job.run_dir) / event["stacks"]).read_text()
     assert stacks.count("==== rank ") == 2
     for rank in (0, 1):
         assert f"==== rank {rank} " in stacks
@@ -96,6 +91,31 @@ def test_stopped_rank_is_detected_stacks_dumped_and_the_step_restarted(submit_jo
     assert "process state T" in sections[1]  # rank 1, the stopped one
     for section in sections:  # py-spy's (or faulthandler's) stack of each rank's main thread
         assert "hpcflow/examples/train.py" in section
+
+
+def test_stopped_rank_is_detected_stacks_dumped_and_the_step_restarted(submit_job):
+    """Three jobs side by side: an uninterrupted reference (resilience off); one with short
+    timeouts and ``kill_after_s: 0``, whose stopped rank ends the step and is restarted; and one
+    with no resilience block at all (the defaults), whose stopped rank gets its stacks written
+    after the 60 s step floor, is not killed, and trains on once it is resumed."""
+    reference = submit_job(train("ref", resilience=False))
+    job = submit_job(train("hang"))
+    # longer, so that it is still training when its rank is stopped after the other job's
+    default = submit_job(train("defaults", resilience=None, steps=3 * STEPS))
+    pid = rank_pid_after(job, 1, 12)
+    default_pid = rank_pid_after(default, 1, 12)
+    os.kill(pid, signal.SIGSTOP)
+    stopped_at = time.time()
+    os.kill(default_pid, signal.SIGSTOP)
+    default_stopped_at = time.time()
+    try:
+        hang = wait_for(lambda: job.event(protocol.EVENT_HANG), 90, "the hang event")
+    finally:
+        resume(pid)
+    assert hang["time"] - stopped_at <= 60
+    assert hang["section"] == "step" and 1 in hang["ranks"]
+    assert hang["stopped"] == [1] and hang["first"] == 1  # the ranks share this host
+    check_stacks(job, hang)
     final = job.wait_finished(240)
     assert final.state == "COMPLETED" and final.restarts == 0  # same allocation, no requeue
     restart = job.event(protocol.EVENT_STEP_RESTART)
@@ -107,6 +127,32 @@ def test_stopped_rank_is_detected_stacks_dumped_and_the_step_restarted(submit_jo
     done, ref_done = tagged(log, "hpcflow-done"), tagged(reference.log(), "hpcflow-done")
     assert done[0]["step"] == STEPS
     assert done[0]["params_sha256"] == ref_done[0]["params_sha256"]
+
+    # The defaults: suspected (stacks written) after the step floor, never killed.
+    try:
+        suspected = wait_for(lambda: default.event(protocol.EVENT_HANG_SUSPECTED), 150,
+                             "the suspected hang with the defaults")
+    finally:
+        resume(default_pid)
+    silent_s = suspected["time"] - default_stopped_at
+    assert 55 <= silent_s <= 75, silent_s  # the 60 s floor (+ one 2 s heartbeat interval)
+    assert suspected["timeout_s"] == 60 and suspected["kill_after_s"] == 540
+    assert suspected["stopped"] == [1] and suspected["section"] == "step"
+    check_stacks(default, suspected)
+    cleared = wait_for(lambda: default.event(protocol.EVENT_HANG_CLEARED), 60, "hang_cleared")
+    assert cleared["stacks"] == suspected["stacks"]
+    default_final = default.wait_finished(240)
+    assert default_final.state == "COMPLETED" and default_final.restarts == 0
+    assert default.event(protocol.EVENT_HANG) is None
+    assert default.event(protocol.EVENT_STEP_RESTART) is None
+    assert [d["step"] for d in tagged(default.log(), "hpcflow-done")] == [3 * STEPS]
+    default_rep, _ = load_report(default.job_id)
+    (attempt,) = default_rep.attempts
+    assert [(h["outcome"], h["stacks"]) for h in attempt.suspected_hangs] == [
+        ("cleared", suspected["stacks"])]
+    shown = CliRunner().invoke(cli, ["report", default.job_id]).output
+    assert f"attempt 1 hang suspected at step {suspected['step']} (step;" in shown, shown
+    assert "the ranks reported again" in shown
 
 
 def test_killed_rank_is_restarted_in_the_allocation_from_the_last_checkpoint(submit_job):

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from hpcflow import protocol
+from hpcflow.ledger import append_event
 from hpcflow.slurm.render import render_sbatch
 from hpcflow.spec.job import JobSpec
 
@@ -275,12 +277,34 @@ def test_two_signals_still_requeue_once(harness: dict[str, Path]) -> None:
 
 
 def test_requeue_bound_reached_ends_with_75(harness: dict[str, Path]) -> None:
-    run = run_script(harness, "preempt", usr1=1, slurm_env={"SLURM_RESTART_COUNT": "3"})
+    # With resilience off, SLURM_RESTART_COUNT is what is counted.
+    run = run_script(harness, "preempt", usr1=1, slurm_env={"SLURM_RESTART_COUNT": "3"},
+                     resilience=False)
     assert run.rc == 75, run.stderr
     assert run.requeues == []
     assert run.event("job_end")["reason"] == "requeue_limit"
     assert run.event("job_end")["restart"] == 3
     assert (run.run_dir / ".hpcflow" / "committed-4242-3.json").exists()
+
+
+def test_requeue_bound_counts_hpcflows_own_requeues_by_default(harness: dict[str, Path]) -> None:
+    """With resilience on (the default), the bound counts the ledger's ``requeue`` events:
+    Slurm's own requeues after a node failure are failures, not preemptions."""
+    run_dir = harness["root"] / "run dir it's $(x) `y`"
+    protocol.state_dir(run_dir).mkdir(parents=True)
+    for restart in range(3):
+        append_event(protocol.ledger_path(run_dir), protocol.EVENT_REQUEUE, job_id="4242",
+                     restart=restart, step=restart + 1)
+    run = run_script(harness, "preempt", usr1=1, slurm_env={"SLURM_RESTART_COUNT": "3"})
+    assert run.rc == 75, run.stderr
+    assert run.requeues == [] and run.event("job_end")["reason"] == "requeue_limit"
+
+
+def test_restarts_slurm_made_itself_do_not_use_the_requeue_bound(harness: dict[str, Path]):
+    # Three restarts, none of them hpcflow's: node failures, counted against
+    # resilience.max_failures (3, not over it), so the warned attempt is still requeued.
+    run = run_script(harness, "preempt", usr1=1, slurm_env={"SLURM_RESTART_COUNT": "3"})
+    assert run.rc == 0 and run.requeues == ["requeue 4242"], run.stderr
 
 
 def test_restart_below_bound_requeues(harness: dict[str, Path]) -> None:
@@ -439,7 +463,7 @@ def test_spec_env_cannot_change_which_job_is_requeued(harness):
 
 def test_spec_env_cannot_lift_the_requeue_bound(harness):
     run = run_script(harness, "preempt", usr1=1, unchecked_env=HIJACK,
-                     slurm_env={"SLURM_RESTART_COUNT": "3"})
+                     slurm_env={"SLURM_RESTART_COUNT": "3"}, resilience=False)
     assert run.requeues == [] and run.event("job_end")["reason"] == "requeue_limit"
 
 

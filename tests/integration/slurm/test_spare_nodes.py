@@ -37,7 +37,7 @@ def train(name: str, **resilience: int) -> dict:
         "checkpoint": {"keep": 2, "interval_steps": INTERVAL},
         "resilience": {
             "heartbeat_interval_s": 1, "max_in_job_restarts": 3, "max_failures": 3,
-            "timeouts": {"startup_s": 120, "step_floor_s": 15, "warmup_steps": 5,
+            "timeouts": {"kill_after_s": 0, "startup_s": 120, "step_floor_s": 15, "warmup_steps": 5,
                          "checkpoint_s": 60},
             **resilience,
         },

@@ -32,8 +32,8 @@ def supervisor_config(text: str) -> dict[str, Any]:
     return json.loads(shlex.split(line.partition("=")[2])[0])
 
 
-def test_without_the_block_no_resilience_code_is_rendered() -> None:
-    text = render_sbatch(job(), python=PYTHON)
+def test_with_resilience_false_no_resilience_code_is_rendered() -> None:
+    text = render_sbatch(job(resilience=False), python=PYTHON)
     for word in ("hpcflow.watchdog", "HPCFLOW_HEARTBEAT_DIR", "step_restart"):
         assert word not in text
     assert supervisor_config(text)["resilience"] is False

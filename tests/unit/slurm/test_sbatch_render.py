@@ -39,6 +39,7 @@ def job(**changes: Any) -> JobSpec:
 
 SPECS = {
     "srun-module": job(),
+    "srun-resilience-off": job(resilience=False),
     "srun-gpu-argv-env": job(
         gpus_per_node=8,
         tasks_per_node=8,
@@ -217,16 +218,17 @@ def test_step_runs_in_the_background_with_kill_on_bad_exit() -> None:
     step = text[text.index("\nsrun \\") : text.index("hpcflow_step_pid=$!")]
     words = shlex.split(step.replace("\\\n", " "))
     assert words[-1] == "&"
-    assert words[:7] == [
+    assert words[:8] == [
         "srun",
         "--kill-on-bad-exit=1",
         "--nodes=2",
         "--ntasks=4",
         "--ntasks-per-node=2",
         "--cpus-per-task=1",
+        "${hpcflow_srun_exclude[@]}",  # the nodes the supervisor excluded (resilience is on)
         PYTHON,
     ]
-    assert words[7:-1] == ["-m", "hpcflow.examples.train", "--steps", "200"]
+    assert words[8:-1] == ["-m", "hpcflow.examples.train", "--steps", "200"]
 
 
 def test_torchrun_runs_one_task_per_node_and_keeps_the_flag_file() -> None:

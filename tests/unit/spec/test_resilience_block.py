@@ -18,9 +18,23 @@ def job(**changes: Any) -> JobSpec:
     return JobSpec.model_validate(data)
 
 
-def test_absent_block_means_no_watchdog() -> None:
-    spec = job()
+def test_false_turns_the_watchdog_off() -> None:
+    spec = job(resilience=False)
     assert spec.resilience is None and watchdog_options(spec) == []
+    # null (a dumped spec with the block off) stays off
+    assert job(resilience=None).resilience is None
+
+
+@pytest.mark.parametrize("given", [pytest.param({}, id="absent"), pytest.param(
+    {"resilience": True}, id="true"), pytest.param({"resilience": {}}, id="empty-block")])
+def test_protection_is_on_by_default(given: dict) -> None:
+    spec = job(**given)
+    assert spec.resilience is not None and spec.resilience.watchdog
+    assert watchdog_options(spec) == [
+        "--startup-s=600", "--checkpoint-s=600", "--step-floor-s=60", "--step-factor=3.0",
+        "--warmup-steps=10", "--interval-s=2", "--kill-after-s=540"]
+    # a dumped spec reads back the same
+    assert JobSpec.model_validate(spec.model_dump()).resilience == spec.resilience
 
 
 def test_defaults_and_options() -> None:
@@ -29,7 +43,7 @@ def test_defaults_and_options() -> None:
     assert r is not None and (r.max_in_job_restarts, r.max_failures, r.watchdog) == (2, 3, True)
     assert watchdog_options(spec) == [
         "--startup-s=600", "--checkpoint-s=600", "--step-floor-s=60", "--step-factor=3.0",
-        "--warmup-steps=10", "--interval-s=2", "--step-s=30"]
+        "--warmup-steps=10", "--interval-s=2", "--kill-after-s=540", "--step-s=30"]
 
 
 @pytest.mark.parametrize(("block", "where", "what"), [

@@ -39,7 +39,7 @@ def test_spare_nodes_are_allocated_but_each_step_keeps_the_layout() -> None:
 
 
 def test_without_the_block_the_allocation_is_the_nodes() -> None:
-    spec = job(nodes=2)
+    spec = job(nodes=2, resilience=False)
     assert dict(sbatch_options(spec))["--nodes"] == "2"
     assert "hpcflow_srun_exclude" not in render_sbatch(spec, python="/usr/bin/python3")
 

@@ -6,10 +6,21 @@ import dataclasses
 
 import pytest
 
-from hpcflow.watchdog.hang import Timeouts, find_hang, section_timeout, step_timeout
+from hpcflow.watchdog.hang import (
+    CLEAR,
+    KILL,
+    SUSPECT,
+    WAIT,
+    Hang,
+    Timeouts,
+    find_hang,
+    next_action,
+    section_timeout,
+    step_timeout,
+)
 
 T = Timeouts(startup_s=30, checkpoint_s=20, step_floor_s=5, step_factor=3, warmup_steps=4,
-             step_s=None, interval_s=1)
+             step_s=None, interval_s=1, kill_after_s=0)
 
 
 def beat(section: str = "step", time: float = 100.0, step: int = 10, timed: int = 10,
@@ -73,3 +84,20 @@ def test_lowest_step_wins_over_the_oldest_heartbeat() -> None:
     beats = {0: beat(time=90.0, step=15), 1: beat(time=95.0, step=14)}
     hang = find_hang(beats, 2, now=110.0, armed_at=0.0, t=T)
     assert hang is not None and hang.first == 1 and hang.step == 14
+
+
+HANG = Hang(section="step", ranks=[0, 1], first=1, timeout_s=5.0, step=12)
+
+
+@pytest.mark.parametrize(("hang", "since", "now", "kill_after", "expected"), [
+    pytest.param(None, None, 100.0, 540, WAIT, id="quiet"),
+    pytest.param(HANG, None, 100.0, 540, SUSPECT, id="new-hang-suspected-first"),
+    pytest.param(HANG, None, 100.0, 0, KILL, id="kill-after-0-ends-at-once"),
+    pytest.param(HANG, 100.0, 639.9, 540, WAIT, id="suspected-not-long-enough"),
+    pytest.param(HANG, 100.0, 640.0, 540, KILL, id="suspected-for-kill-after"),
+    pytest.param(None, 100.0, 300.0, 540, CLEAR, id="ranks-report-again"),
+])
+def test_a_hang_is_suspected_then_ended_or_cleared(hang: Hang | None, since: float | None,
+                                                   now: float, kill_after: float,
+                                                   expected: str) -> None:
+    assert next_action(hang, since, now, kill_after) == expected

@@ -49,7 +49,7 @@ def test_a_blocked_rank_is_reported_with_its_stacks(tmp_path: Path) -> None:
         assert main(["--heartbeat-dir", str(beats), "--ntasks", "1", "--run-dir", str(run_dir),
                      "--job-id", "7", "--startup-s", "20", "--checkpoint-s", "20",
                      "--step-floor-s", "1", "--step-factor", "3", "--warmup-steps", "3",
-                     "--interval-s", "0.2", "--poll-s", "0.2"]) == 0
+                     "--interval-s", "0.2", "--kill-after-s", "0", "--poll-s", "0.2"]) == 0
         waited = time.monotonic() - started
     finally:
         rank.kill()
@@ -64,6 +64,59 @@ def test_a_blocked_rank_is_reported_with_its_stacks(tmp_path: Path) -> None:
     assert stacks.startswith("==== rank 0 ")
     assert "stuck_in_a_collective" in stacks
     assert json.loads((beats / "hang.json").read_text())["ranks"] == [0]
+
+
+PAUSING_RANK = """\
+import sys, time
+from pathlib import Path
+from hpcflow.runtime.heartbeat import Heartbeat
+
+def steps(hb, first):
+    for step in range(first, first + 6):
+        time.sleep(0.05)
+        hb.step_time(0.05)
+        hb.beat("step", step)
+
+def a_long_evaluation():
+    time.sleep(3.0)
+
+def stuck_for_good():
+    time.sleep(120)
+
+hb = Heartbeat(Path(sys.argv[1]), 0, interval_s=0.2)
+hb.beat("startup", 0)
+steps(hb, 1)
+a_long_evaluation()
+steps(hb, 7)
+stuck_for_good()
+"""
+
+
+def test_a_pause_is_only_suspected_and_a_hang_that_lasts_ends_the_step(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    beats = protocol.state_dir(run_dir) / protocol.heartbeat_name("8", 0, 0)
+    beats.mkdir(parents=True)
+    rank = subprocess.Popen([sys.executable, "-c", PAUSING_RANK, str(beats)])
+    try:
+        assert main(["--heartbeat-dir", str(beats), "--ntasks", "1", "--run-dir", str(run_dir),
+                     "--job-id", "8", "--startup-s", "20", "--checkpoint-s", "20",
+                     "--step-floor-s", "1", "--step-factor", "3", "--warmup-steps", "3",
+                     "--interval-s", "0.2", "--kill-after-s", "2.5", "--poll-s", "0.2"]) == 0
+    finally:
+        rank.kill()
+        rank.wait()
+    events = [json.loads(line) for line in protocol.ledger_path(run_dir).read_text().splitlines()]
+    assert [e["event"] for e in events] == ["hang_suspected", "hang_cleared", "hang_suspected",
+                                            "hang"]
+    first, cleared, second, hang = events
+    # the pause (3 s) outlived the 1 s step timeout, not the 2.5 s more that ends a step
+    assert first["stacks"] == "hang-8-0-0-suspected-1.txt" and first["kill_after_s"] == 2.5
+    assert cleared["stacks"] == first["stacks"] and 0 < cleared["after_s"] < 2.5
+    assert "a_long_evaluation" in (run_dir / first["stacks"]).read_text()
+    assert second["stacks"] == "hang-8-0-0-suspected-2.txt" and second["step"] > first["step"]
+    assert hang["stacks"] == "hang-8-0-0.txt"
+    assert "stuck_for_good" in (run_dir / hang["stacks"]).read_text()
+    assert json.loads((beats / "hang.json").read_text())["event"] == "hang"
 
 
 def test_a_stopped_rank_on_this_host_is_named() -> None:
