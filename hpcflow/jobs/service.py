@@ -25,10 +25,10 @@ from hpcflow import fsutil, protocol
 from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
 from hpcflow.jobs import records, trust
 from hpcflow.jobs.fit import fit_warning
+from hpcflow.jobs.script import job_script
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
 from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
-from hpcflow.slurm.render import render_sbatch
 from hpcflow.spec.envvalues import shown_env
 from hpcflow.spec.job import JobSpec, load_job_spec
 
@@ -94,7 +94,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     """
     spec = load_job_spec(spec_path, overrides)
     warnings = tuple(w for w in [fit_warning(spec)] if w)
-    script = render_sbatch(spec, python=python or sys.executable)
+    script = job_script(spec, python=python or sys.executable)
     run_dir = Path(spec.run_dir)
     check_run_dir(run_dir)
     if not allow_shared_dir:

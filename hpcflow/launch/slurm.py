@@ -2,7 +2,7 @@
 
 :class:`SlurmBackend` subclasses ``submitit.SlurmExecutor`` and replaces one thing, the text of
 the batch script (``_make_submission_file_text``): it is rendered from hpcflow's own template
-(``sbatch_templates/train.sbatch.j2`` via :func:`hpcflow.slurm.render.render_sbatch`) with
+(``sbatch_templates/train.sbatch.j2`` via :func:`hpcflow.jobs.script.job_script`) with
 submitit's payload runner as the program. submitit keeps everything else: pickling the call,
 ``sbatch``, job ids, array bookkeeping, result pickles. Arrays are submitted here too (submitit's
 own array path builds a plain ``SlurmExecutor`` and would bypass the template).
@@ -143,8 +143,8 @@ class SlurmBackend(submitit.SlurmExecutor):
         return build_spec(self.fields, run_dir=run_dir, argv=argv, env=env)
 
     def _make_submission_file_text(self, command: str, uid: str) -> str:
+        from hpcflow.jobs.script import job_script
         from hpcflow.jobs.service import spec_yaml
-        from hpcflow.slurm.render import render_sbatch
 
         name = self.fields["name"]
         run_dir = self.folder / f"{name}-{uid[:8]}"
@@ -153,7 +153,7 @@ class SlurmBackend(submitit.SlurmExecutor):
         array = None
         if count:
             array = f"0-{count - 1}%{min(count, self.array_parallelism or count)}"
-        script = render_sbatch(spec, python=sys.executable, array=array)
+        script = job_script(spec, python=sys.executable, array=array)
         # Slurm opens the log before the script runs: its folder must exist first.
         records.write_run_files(run_dir, spec_yaml(spec), script)
         for task in range(count or 0):

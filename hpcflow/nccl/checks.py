@@ -23,53 +23,22 @@ from collections.abc import Callable, Iterable, Mapping
 
 from hpcflow.doctor.result import CheckResult, fail, ok, warn
 from hpcflow.nccl.netlog import describe, efa_problems, parse_nccl_info
-
-# Interfaces NCCL must not use between nodes: loopback and container/VM bridges.
-_BAD_IFACE = re.compile(r"^(lo|docker\d*|br-.*|virbr\d*|veth.*|cni\d*|flannel.*|cali.*|podman\d*)$")
-_DEFAULT_EXCLUDE = ("docker", "lo")
-
-
-def _matches(name: str, item: str) -> bool:
-    return name == item[1:] if item.startswith("=") else name.startswith(item)
-
-
-def nccl_usable_interfaces(ifname: str | None, interfaces: Iterable[str]) -> list[str]:
-    """The interfaces NCCL may pick under ``NCCL_SOCKET_IFNAME=ifname`` (None = unset).
-
-    Unset: every interface but ``lo`` and ``docker*`` (NCCL falls back to those only when nothing
-    else exists). ``^a,b``: every interface not matching a prefix. ``a,b``: those matching one.
-    ``=name`` matches exactly.
-    """
-    names = list(interfaces)
-    if not ifname:
-        return [n for n in names if not any(n.startswith(p) for p in _DEFAULT_EXCLUDE)]
-    if ifname.startswith("^"):
-        items = [i for i in ifname[1:].split(",") if i]
-        return [n for n in names if not any(_matches(n, i) for i in items)]
-    items = [i for i in ifname.split(",") if i]
-    return [n for n in names if any(_matches(n, i) for i in items)]
+from hpcflow.spec.socket_ifname import judge_socket_ifname
 
 
 def check_socket_ifname(env: Mapping[str, str], interfaces: Iterable[str]) -> CheckResult:
-    """Fail when ``NCCL_SOCKET_IFNAME`` lets NCCL pick the loopback or a container bridge."""
+    """Fail when ``NCCL_SOCKET_IFNAME`` lets NCCL pick the loopback or a container bridge
+    (:func:`hpcflow.spec.socket_ifname.judge_socket_ifname`)."""
     names = list(interfaces)
-    value = env.get("NCCL_SOCKET_IFNAME")
-    usable = nccl_usable_interfaces(value, names)
-    shown = f"NCCL_SOCKET_IFNAME={value!r}" if value is not None else "NCCL_SOCKET_IFNAME unset"
-    bad = [n for n in usable if _BAD_IFACE.match(n)]
-    good = [n for n in usable if not _BAD_IFACE.match(n)]
-    if bad:
-        exclude = ["lo", "docker", *sorted({b for b in bad if b != "lo" and not b.startswith("docker")})]
-        fix = f"exclude them: export NCCL_SOCKET_IFNAME='^{','.join(exclude)}'"
-        if good:
-            fix += f", or name the host interface: export NCCL_SOCKET_IFNAME={good[0]}"
-        return fail("nccl-ifname", f"{shown} lets NCCL use {', '.join(bad)} (loopback or a "
-                    "container bridge): ranks on other nodes cannot reach it", fix)
-    if not good:
-        return fail("nccl-ifname", f"{shown} matches none of this node's interfaces "
+    verdict = judge_socket_ifname(env.get("NCCL_SOCKET_IFNAME"), names)
+    unreachable = verdict.unreachable_message()
+    if unreachable is not None:
+        return fail("nccl-ifname", *unreachable)
+    if not verdict.good:
+        return fail("nccl-ifname", f"{verdict.shown} matches none of this node's interfaces "
                     f"({', '.join(names) or 'none'})",
                     "unset NCCL_SOCKET_IFNAME or set it to the host's interface prefix, e.g. ens")
-    return ok("nccl-ifname", f"{shown}: NCCL may use {', '.join(good)}")
+    return ok("nccl-ifname", f"{verdict.shown}: NCCL may use {', '.join(verdict.good)}")
 
 
 def loader_conf_dirs(read: Callable[[str], str | None], glob: Callable[[str], list[str]],

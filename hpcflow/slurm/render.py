@@ -13,6 +13,7 @@ import json
 import re
 import shlex
 import sys
+from dataclasses import dataclass
 
 import jinja2
 
@@ -137,53 +138,21 @@ def srun_options(spec: JobSpec) -> list[str]:
     return words
 
 
-def network_preset(spec: JobSpec) -> list[tuple[str, str, str]]:
-    """The network block's exports as ``(name, value, why + source)``: the NCCL/EFA preset
-    variables (rules and sources: :mod:`hpcflow.nccl.presets`), leaving out every name the
-    spec's ``env`` sets (the user's value wins), then, on an instance type with EFA and NVIDIA
-    GPUs, the runtime's network check settings (:func:`network_check_env`). Empty without a
-    ``network`` block; ``preset: false`` drops only the preset variables.
+@dataclass(frozen=True)
+class NetworkExports:
+    """What the spec's ``network`` block adds to the batch script, computed by the service
+    that knows the instance catalog and the NCCL/EFA presets
+    (:func:`hpcflow.nccl.exports.network_exports`): the core renders it, never decides it.
+
+    Attributes:
+        settings: ``(name, value, why + source)`` of each exported variable, in order.
+        efa_interfaces: EFA interfaces of the instance type when NCCL is expected to run over
+            EFA there (the script then puts the aws-ofi-nccl plugin on the loader's path),
+            else 0.
     """
-    net = spec.network
-    if net is None:
-        return []
-    from hpcflow.nccl.presets import Versions, preset_env
 
-    out = []
-    if net.preset:
-        preset = preset_env(net.instance_type, Versions(ofi_nccl=net.ofi_nccl_version))
-        out = [(s.name, s.value, f"{s.why} ({s.to_dict()['source']})")
-               for s in preset.settings if s.name not in spec.env]
-    return out + network_check_env(spec)
-
-
-def efa_expected(spec: JobSpec) -> int:
-    """EFA interfaces of the spec's instance type when NCCL is expected to run over EFA there
-    (EFA and NVIDIA GPUs, hpcflow's instance catalog), else 0."""
-    if spec.network is None:
-        return 0
-    from hpcflow.nccl.presets import node_facts
-
-    facts = node_facts(spec.network.instance_type)
-    return facts.efa_interfaces if facts is not None and facts.efa_gpu else 0
-
-
-def network_check_env(spec: JobSpec) -> list[tuple[str, str, str]]:
-    """``HPCFLOW_NETWORK_INSTANCE_TYPE``, ``HPCFLOW_EFA_EXPECTED`` and ``HPCFLOW_REQUIRE_EFA``
-    for the runtime's network check (docs/protocol.md, "The network check"); empty where EFA
-    is not expected. ``network.require_efa`` unset means true."""
-    nics = efa_expected(spec)
-    if not nics or spec.network is None:
-        return []
-    itype = spec.network.instance_type
-    require = spec.network.require_efa is not False
-    why = (f"{itype} has {nics} EFA interfaces (instance catalog): the runtime checks that NCCL "
-           "runs over them")
-    return [(protocol.ENV_NETWORK_INSTANCE_TYPE, itype, why),
-            (protocol.ENV_EFA_EXPECTED, str(nics), why),
-            (protocol.ENV_REQUIRE_EFA, "1" if require else "0",
-             "network.require_efa: a fall back to TCP sockets " +
-             ("ends the job" if require else "is only recorded"))]
+    settings: tuple[tuple[str, str, str], ...] = ()
+    efa_interfaces: int = 0
 
 
 def program_words(spec: JobSpec, python: str) -> list[str]:
@@ -246,7 +215,8 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None = None) -> str:
+def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None = None,
+                  network: NetworkExports | None = None) -> str:
     """Render the batch script for ``spec``.
 
     Args:
@@ -256,14 +226,24 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         array: an ``--array`` value (``0-3%2``) for a job array, whose elements each get the
             run directory ``<run_dir>/<task id>`` and checkpoints in ``<checkpoint dir>/<task
             id>`` (used by hpcflow.launch; job specs have no array field).
+        network: the ``network`` block's exports (:func:`hpcflow.nccl.exports.network_exports`;
+            :func:`hpcflow.jobs.script.job_script` passes them); required when the spec has
+            the block.
 
     Returns:
         The script text, ending in a newline.
 
     Raises:
+        ValueError: the spec has a ``network`` block and no ``network`` exports were given
+            (the script would silently lack the preset).
         jinja2.UndefinedError: the template uses a name the renderer does not pass (a bug).
         FileNotFoundError: the template folder is missing from the installation.
     """
+    if spec.network is not None and network is None:
+        raise ValueError("the spec has a network block: pass network="
+                         "hpcflow.nccl.exports.network_exports(spec), or render with "
+                         "hpcflow.jobs.script.job_script")
+    network = network or NetworkExports()
     interpreter = spec.program.python or python or sys.executable
     context = {
         "name": spec.name,
@@ -297,8 +277,8 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         # (name, literal value, None) or (name, "", path of a value read at run time)
         "env": [(k, v, None) if isinstance(v, str) else (k, "", v.from_file)
                 for k, v in sorted(spec.env.items())],
-        "network_preset": network_preset(spec),
-        "efa_expected": efa_expected(spec) > 0,
+        "network_preset": list(network.settings),
+        "efa_expected": network.efa_interfaces > 0,
         "instance_type": spec.network.instance_type if spec.network else "",
         "nodes": spec.nodes,
         "alloc_nodes": allocated_nodes(spec),

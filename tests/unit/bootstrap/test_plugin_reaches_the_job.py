@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcflow.slurm.render import render_sbatch
+from hpcflow.jobs.script import job_script
 from hpcflow.spec.job import JobSpec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -81,7 +81,7 @@ def run_job(tmp_path: Path, root: Path, instance_type: str, user_path: str) -> s
         "program": {"argv": [sys.executable, "-c", PROGRAM, str(seen)]},
     })
     script = tmp_path / "job.sbatch"
-    script.write_text(render_sbatch(spec, python=sys.executable))
+    script.write_text(job_script(spec, python=sys.executable))
     stubs = tmp_path / "bin"
     stubs.mkdir(exist_ok=True)
     for name, text in (("srun", SRUN), ("scontrol", "#!/bin/sh\nexit 0\n"),

@@ -8,8 +8,8 @@ from hpcflow.nccl.checks import (
     check_nccl_debug_output,
     check_plugin_path,
     check_socket_ifname,
-    nccl_usable_interfaces,
 )
+from hpcflow.spec.socket_ifname import nccl_usable_interfaces
 
 IFACES = ["lo", "ens32", "ens33", "docker0", "br-1a2b3c"]
 

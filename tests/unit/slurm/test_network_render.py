@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from hpcflow.jobs.script import job_script
 from hpcflow.slurm.render import render_sbatch
 from hpcflow.spec.job import JobSpec
 
@@ -18,8 +19,8 @@ BASE: dict[str, Any] = {
 
 
 def exports(network: dict[str, Any]) -> tuple[dict[str, str], str]:
-    script = render_sbatch(JobSpec.model_validate({**BASE, "network": network}),
-                           python="/usr/bin/python3")
+    script = job_script(JobSpec.model_validate({**BASE, "network": network}),
+                        python="/usr/bin/python3")
     return dict(re.findall(r"^export (HPCFLOW_[A-Z_]+)=(.*)$", script, re.M)), script
 
 
@@ -40,3 +41,11 @@ def test_the_network_check_is_armed_where_efa_is_expected(network, want):
     got, script = exports(network)
     assert {k: v for k, v in got.items() if k in want or "NETWORK" in k or "EFA" in k} == want
     assert ("-m hpcflow.nccl.plugin_path" in script) is bool(want)
+
+
+def test_the_core_renderer_refuses_a_network_block_without_its_exports() -> None:
+    """The preset is the service's to compute (hpcflow.nccl.exports); a script without it must
+    never be rendered silently."""
+    spec = JobSpec.model_validate({**BASE, "network": {"instance_type": "p5.48xlarge"}})
+    with pytest.raises(ValueError, match="network block: pass network="):
+        render_sbatch(spec, python="/usr/bin/python3")

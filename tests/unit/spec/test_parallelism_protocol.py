@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from hpcflow.errors import SpecError
-from hpcflow.slurm.render import render_sbatch
+from hpcflow.jobs.script import job_script
 from hpcflow.spec.job import JobSpec
 from hpcflow.spec.loading import validate_model
 
@@ -42,9 +42,9 @@ def test_a_layout_that_does_not_fit_names_the_field_and_the_rule(layout, words):
 
 def test_a_fitting_layout_reaches_the_ranks():
     spec = JobSpec.model_validate({**BASE, "parallelism": {"pp": 2, "tp": 2}})
-    assert "export HPCFLOW_PARALLELISM=-1,2,2\n" in render_sbatch(spec, python="/usr/bin/python3")
+    assert "export HPCFLOW_PARALLELISM=-1,2,2\n" in job_script(spec, python="/usr/bin/python3")
     plain = JobSpec.model_validate(BASE)
-    assert "HPCFLOW_PARALLELISM" not in render_sbatch(plain, python="/usr/bin/python3")
+    assert "HPCFLOW_PARALLELISM" not in job_script(plain, python="/usr/bin/python3")
 
 
 def test_requeue_margin_must_be_inside_the_signal_lead():
@@ -102,7 +102,7 @@ def test_the_network_preset_reaches_the_batch_script(network, env, exported):
     import re
 
     spec = JobSpec.model_validate({**BASE, "network": network, "env": env})
-    script = render_sbatch(spec, python="/usr/bin/python3")
+    script = job_script(spec, python="/usr/bin/python3")
     exports = dict(re.findall(r"^export ([A-Z_]+)=(.*)$", script, re.M))
     for name, value in exported.items():
         assert exports[name] == value

@@ -1,0 +1,18 @@
+"""The batch script of a job spec, as ``hpcflow submit`` and ``hpcflow.launch`` submit it: the
+core's renderer (:func:`hpcflow.slurm.render.render_sbatch`) with the ``network`` block's
+exports, which only a service can compute (:func:`hpcflow.nccl.exports.network_exports`)."""
+
+from __future__ import annotations
+
+from hpcflow.nccl.exports import network_exports
+from hpcflow.slurm.render import render_sbatch
+from hpcflow.spec.job import JobSpec
+
+
+def job_script(spec: JobSpec, *, python: str | None = None, array: str | None = None) -> str:
+    """The batch script text for ``spec`` (arguments as :func:`render_sbatch`'s).
+
+    Raises:
+        jinja2.UndefinedError, FileNotFoundError: as :func:`render_sbatch`.
+    """
+    return render_sbatch(spec, python=python, array=array, network=network_exports(spec))
