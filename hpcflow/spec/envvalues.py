@@ -15,13 +15,13 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from hpcflow.spec.job_fields import _Model, _no_nul, _path_text, _scalar_to_str
+from hpcflow.spec.job_fields import SpecModel, no_nul, path_text, scalar_to_str
 
 #: How ``--dry-run`` and ``--json`` show a value read from a file (never its content).
 MASK = "******"
 
 
-class EnvFromFile(_Model):
+class EnvFromFile(SpecModel):
     """An ``env`` value read at run time from a file: ``{from_file: ~/.wandb_key}``."""
 
     from_file: str
@@ -40,16 +40,16 @@ def _env_value(value: Any) -> str | EnvFromFile:
         if set(value) != {"from_file"}:
             raise ValueError("a mapping here must be exactly {from_file: PATH} (a value read at run "
                              f"time from a file); got the keys {sorted(map(str, value))}")
-        path = os.path.expanduser(_path_text(value["from_file"]))
+        path = os.path.expanduser(path_text(value["from_file"]))
         if not os.path.isabs(path):
             raise ValueError("from_file must be an absolute path or start with ~/ (the batch "
                              "script reads it on a compute node, in another folder)")
         return EnvFromFile(from_file=os.path.normpath(path))
-    text = _scalar_to_str(value)
+    text = scalar_to_str(value)
     if not isinstance(text, str):
         raise ValueError("must be text, or {from_file: PATH} for a value read at run time from a "
                          "file")
-    return _no_nul(text)
+    return no_nul(text)
 
 
 #: One value of ``env``: literal text, or :class:`EnvFromFile`.

@@ -23,12 +23,7 @@ from pydantic import (
 
 from hpcflow.spec.envvalues import EnvFromFile, EnvValue  # noqa: F401 - EnvFromFile re-exported
 from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_LEAD_S re-exported
-    _CONTROL_RE,
-    _NAME_RE,
-    _PARTITION_RE,
-    _RUN_DIR_FORBIDDEN,
-    _SLURM_NAME_RE,
-    _TYPICAL_INTERFACES,
+    CONTROL_RE,
     MAX_CPUS_PER_TASK,
     MAX_GPUS_PER_NODE,
     MAX_NODES,
@@ -37,15 +32,20 @@ from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_L
     MAX_TEXT_CHARS,
     MIN_SIGNAL_LEAD_S,
     NAME_MAX_BYTES,
+    NAME_RE,
+    PARTITION_RE,
     PATH_MAX_BYTES,
+    RUN_DIR_FORBIDDEN,
     SIGNAL_JITTER_S,
+    SLURM_NAME_RE,
+    TYPICAL_INTERFACES,
     EnvName,
+    SpecModel,
     StrictInt,
     Text,
-    _Model,
-    _path_text,
-    _raise_problems,
-    _time_limit,
+    path_text,
+    raise_problems,
+    time_limit_text,
 )
 from hpcflow.spec.job_layout import ModelShapeSpec, NetworkSpec, ParallelismSpec  # noqa: F401 - re-exported
 from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's public names
@@ -67,6 +67,7 @@ from hpcflow.spec.loading import (
     yaml_mapping,
 )
 from hpcflow.spec.numbers import bounded_int
+from hpcflow.spec.socket_ifname import judge_socket_ifname
 from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F401 - re-exported
 
 # The counts of a job: strict (no booleans) and bounded, a too-long number named by its bound.
@@ -76,7 +77,7 @@ GpusPerNode = bounded_int(0, MAX_GPUS_PER_NODE)
 CpusPerTask = bounded_int(1, MAX_CPUS_PER_TASK)
 
 
-class JobSpec(_Model):
+class JobSpec(SpecModel):
     """One training job: resources, program, environment and preemption settings."""
 
     name: str = Field(
@@ -97,7 +98,7 @@ class JobSpec(_Model):
     )
     cpus_per_task: CpusPerTask = Field(
         default=1, description='CPU cores per rank (--cpus-per-task).')
-    time_limit: Annotated[str, BeforeValidator(_time_limit)] = Field(
+    time_limit: Annotated[str, BeforeValidator(time_limit_text)] = Field(
         json_schema_extra={"limits": "more than 0, at most 365 days"},
         description='Wall-time limit (--time): "MM", "HH:MM:SS", "D-HH:MM:SS", ...; kept as [D-]HH:MM:SS.',
     )
@@ -165,7 +166,7 @@ class JobSpec(_Model):
     @field_validator("name")
     @classmethod
     def _name_chars(cls, value: str) -> str:
-        if not _NAME_RE.fullmatch(value):
+        if not NAME_RE.fullmatch(value):
             raise ValueError("must be 1-64 characters from [A-Za-z0-9._-] (used in file names)")
         return value
 
@@ -182,7 +183,7 @@ class JobSpec(_Model):
     @field_validator("partition", "account")
     @classmethod
     def _slurm_names(cls, value: str | None, info: ValidationInfo) -> str | None:
-        pattern = _PARTITION_RE if info.field_name == "partition" else _SLURM_NAME_RE
+        pattern = PARTITION_RE if info.field_name == "partition" else SLURM_NAME_RE
         if value is not None and not pattern.fullmatch(value):
             allowed = "comma-separated names of" if info.field_name == "partition" else "a name of"
             raise ValueError(f"must be {allowed} [A-Za-z0-9._-]")
@@ -191,8 +192,8 @@ class JobSpec(_Model):
     @field_validator("run_dir", mode="before")
     @classmethod
     def _run_dir_text(cls, value: Any) -> Any:
-        text = _path_text(value)
-        bad = [label for ch, label in _RUN_DIR_FORBIDDEN.items() if ch in text]
+        text = path_text(value)
+        bad = [label for ch, label in RUN_DIR_FORBIDDEN.items() if ch in text]
         if bad:
             raise ValueError(
                 f"must not contain {', '.join(bad)}: run_dir goes into #SBATCH lines and Slurm "
@@ -219,7 +220,7 @@ class JobSpec(_Model):
             ckpt = ckpt.model_dump()
         if not isinstance(run_dir, str | PurePath) or not os.path.isabs(run_dir):
             return data
-        if _CONTROL_RE.search(str(run_dir)):  # reported once, on run_dir
+        if CONTROL_RE.search(str(run_dir)):  # reported once, on run_dir
             return data
         if not isinstance(ckpt, dict):
             return data
@@ -251,7 +252,7 @@ class JobSpec(_Model):
         if gpus and tasks != gpus:
             how = ("torchrun starts tasks_per_node processes per node (--nproc-per-node)"
                    if self.launcher == "torchrun" else "srun starts tasks_per_node ranks per node")
-            _raise_problems([("tasks_per_node", tasks,
+            raise_problems([("tasks_per_node", tasks,
                               f"must equal gpus_per_node ({gpus}): {how}, one per GPU, so "
                               f"{tasks} rank(s) would leave GPUs idle or share them; leave "
                               "tasks_per_node out to get one rank per GPU")])
@@ -262,12 +263,12 @@ class JobSpec(_Model):
         """checkpoint.dir is a folder of its own: not run_dir, and a relative one stays in it."""
         given = self.checkpoint.dir
         if given is not None and not given.is_absolute():
-            _raise_problems([("checkpoint.dir", str(given),
+            raise_problems([("checkpoint.dir", str(given),
                               f"a relative path is a folder under run_dir ({str(self.run_dir)!r}) "
                               "and must stay inside it; give an absolute path for a folder "
                               "elsewhere")])
         if given is not None and given == self.run_dir:
-            _raise_problems([("checkpoint.dir", str(given),
+            raise_problems([("checkpoint.dir", str(given),
                               "must not be run_dir itself: the checkpoint manager prunes and "
                               "cleans up folders in it; use a sub-folder such as checkpoints")])
         return self
@@ -306,15 +307,12 @@ class JobSpec(_Model):
         if spare and self.nodes + spare > MAX_NODES:
             problems.append(("resilience.spare_nodes", spare,
                              f"nodes + spare_nodes must be at most {MAX_NODES}"))
-        if isinstance(self.env.get("NCCL_SOCKET_IFNAME"), str):
-            from hpcflow.nccl.checks import check_socket_ifname
-
-            literal = {k: v for k, v in self.env.items() if isinstance(v, str)}
-            check = check_socket_ifname(literal, _TYPICAL_INTERFACES)
-            if check.level == "fail" and "lets NCCL use" in check.message:
-                problems.append(("env.NCCL_SOCKET_IFNAME", self.env["NCCL_SOCKET_IFNAME"],
-                                 f"{check.message}; {check.fix}"))
-        _raise_problems(problems)
+        ifname = self.env.get("NCCL_SOCKET_IFNAME")
+        if isinstance(ifname, str):
+            unreachable = judge_socket_ifname(ifname, TYPICAL_INTERFACES).unreachable_message()
+            if unreachable is not None:
+                problems.append(("env.NCCL_SOCKET_IFNAME", ifname, "; ".join(unreachable)))
+        raise_problems(problems)
         return self
 
     @property
@@ -383,11 +381,11 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
     data = keep_literal_scalars(yaml_mapping(value, source), root)
     base = p.absolute().parent
     run_dir = data.get("run_dir")
-    if isinstance(run_dir, str) and run_dir and not _CONTROL_RE.search(run_dir):
+    if isinstance(run_dir, str) and run_dir and not CONTROL_RE.search(run_dir):
         data["run_dir"] = os.path.normpath(base / Path(run_dir).expanduser())
     program = data.get("program")
     workdir = program.get("workdir") if isinstance(program, dict) else None
-    if isinstance(workdir, str) and workdir and not _CONTROL_RE.search(workdir):
+    if isinstance(workdir, str) and workdir and not CONTROL_RE.search(workdir):
         program["workdir"] = os.path.normpath(base / Path(workdir).expanduser())
     overrides = list(overrides)
     data = apply_overrides(data, overrides)
@@ -398,7 +396,7 @@ def load_job_spec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
             data["run_dir"] = os.path.abspath(os.path.expanduser(data["run_dir"]))
         elif key == "program.workdir" and isinstance(data.get("program"), dict):
             workdir = data["program"].get("workdir")
-            if isinstance(workdir, str) and workdir and not _CONTROL_RE.search(workdir):
+            if isinstance(workdir, str) and workdir and not CONTROL_RE.search(workdir):
                 data["program"]["workdir"] = os.path.abspath(os.path.expanduser(workdir))
         elif key == "time_limit" or key.startswith("env."):
             keep_override_text(data, key.split("."), raw.strip())

@@ -1,7 +1,9 @@
 """Field types, bounds and the base model of the job spec (:mod:`hpcflow.spec.job`).
 
 Every value that reaches a shell, an ``#SBATCH`` line or a Slurm filename pattern is checked by
-these types, so the renderer can trust the model.
+these types, so the renderer can trust the model. The names here are the spec modules' shared
+vocabulary (``job``, ``job_parts``, ``job_layout``, ``job_resilience``, ``envvalues``); none of
+them reaches into another's private names.
 """
 
 from __future__ import annotations
@@ -34,20 +36,20 @@ DEFAULT_SIGNAL_LEAD_S = 120
 #: sbatch(1), ``--signal``: "sig_time must be an integer value between 0 and 65535".
 MAX_SIGNAL_LEAD_S = 65535
 
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_SLURM_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
-_PARTITION_RE = re.compile(r"[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*")
+NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+SLURM_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
+PARTITION_RE = re.compile(r"[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INSTANCE_TYPE_RE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9]+")
-_VERSION_RE = re.compile(r"v?[0-9]+(\.[0-9]+)*([-+][A-Za-z0-9.]+)?")
+INSTANCE_TYPE_RE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9]+")
+VERSION_RE = re.compile(r"v?[0-9]+(\.[0-9]+)*([-+][A-Za-z0-9.]+)?")
 #: A node's interfaces as EC2 shows them, for checking NCCL_SOCKET_IFNAME before the job runs.
-_TYPICAL_INTERFACES = ("lo", "docker0", "ens5", "eth0")
-_MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+TYPICAL_INTERFACES = ("lo", "docker0", "ens5", "eth0")
+MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # sbatch(1), "filename pattern": '%' starts a replacement symbol and a backslash anywhere turns
 # all replacement off; '"' would end the quoted #SBATCH value. Control characters (newline) would
 # end the #SBATCH line.
-_RUN_DIR_FORBIDDEN = {'"': "a double quote", "%": "'%'", "\\": "a backslash"}
+RUN_DIR_FORBIDDEN = {'"': "a double quote", "%": "'%'", "\\": "a backslash"}
 
 StrictInt = Annotated[int, Field(strict=True)]
 
@@ -76,7 +78,7 @@ PATH_MAX_BYTES = 4095
 # Field types
 
 
-def _scalar_to_str(value: Any) -> Any:
+def scalar_to_str(value: Any) -> Any:
     """Numbers become their text (``10`` -> ``"10"``); booleans are refused as ambiguous."""
     if isinstance(value, bool):
         raise ValueError('a boolean is ambiguous here; quote it, e.g. "true"')
@@ -85,7 +87,7 @@ def _scalar_to_str(value: Any) -> Any:
     return value
 
 
-def _no_nul(value: str) -> str:
+def no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain a NUL character (it cannot be passed to a program)")
     if len(value) > MAX_TEXT_CHARS:
@@ -95,7 +97,7 @@ def _no_nul(value: str) -> str:
 
 
 #: A program argument or environment value: any text but NUL; numbers are taken as text.
-Text = Annotated[str, BeforeValidator(_scalar_to_str), AfterValidator(_no_nul)]
+Text = Annotated[str, BeforeValidator(scalar_to_str), AfterValidator(no_nul)]
 
 
 def _env_name(value: str) -> str:
@@ -112,12 +114,12 @@ def _env_name(value: str) -> str:
 EnvName = Annotated[str, AfterValidator(_env_name)]
 
 
-def _path_text(value: Any) -> str:
+def path_text(value: Any) -> str:
     if isinstance(value, PurePath):
         value = str(value)
     if not isinstance(value, str) or not value:
         raise ValueError("must be a non-empty path string")
-    if _CONTROL_RE.search(value):
+    if CONTROL_RE.search(value):
         raise ValueError("must not contain control characters such as a newline")
     encoded = value.encode("utf-8", "surrogatepass")
     if len(encoded) > PATH_MAX_BYTES or any(len(part) > NAME_MAX_BYTES for part in encoded.split(b"/")):
@@ -126,16 +128,16 @@ def _path_text(value: Any) -> str:
     return value
 
 
-def _program_name(value: str) -> str:
+def program_name(value: str) -> str:
     """An executable as srun and torchrun take it, never one of their options. Whether a
     relative path is allowed depends on program.workdir (:meth:`ProgramSpec._relative_paths`)."""
-    value = _path_text(value)
+    value = path_text(value)
     if value.startswith("-"):
         raise ValueError("must not start with '-': srun would read it as one of its own options")
     return value
 
 
-def _time_limit(value: Any) -> str:
+def time_limit_text(value: Any) -> str:
     return format_time_limit(parse_time_limit(value))
 
 
@@ -143,11 +145,13 @@ def _time_limit(value: Any) -> str:
 # Models
 
 
-class _Model(BaseModel):
+class SpecModel(BaseModel):
+    """Base of every job spec block: immutable, and an unknown key is an error."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def _raise_problems(problems: list[tuple[str, Any, str]]) -> None:
+def raise_problems(problems: list[tuple[str, Any, str]]) -> None:
     """Raise a pydantic ValidationError whose entries carry their own field paths."""
     if not problems:
         return

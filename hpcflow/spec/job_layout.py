@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from hpcflow.plan.layout import DEFAULT_HEADROOM as LAYOUT_HEADROOM
 from hpcflow.plan.models import PRESETS as MODEL_PRESETS
 from hpcflow.plan.models import ModelShape
-from hpcflow.spec.job_fields import _INSTANCE_TYPE_RE, _VERSION_RE, StrictInt, _Model, _raise_problems
+from hpcflow.spec.job_fields import INSTANCE_TYPE_RE, VERSION_RE, SpecModel, StrictInt, raise_problems
 
 
 def _instance_type(value: str) -> str:
@@ -22,12 +22,12 @@ def _instance_type(value: str) -> str:
     Raises:
         ValueError: it does not.
     """
-    if not _INSTANCE_TYPE_RE.fullmatch(value):
+    if not INSTANCE_TYPE_RE.fullmatch(value):
         raise ValueError("must be an EC2 instance type such as 'p5.48xlarge'")
     return value
 
 
-class ModelShapeSpec(_Model):
+class ModelShapeSpec(SpecModel):
     """The model's shape, for the memory check of ``submit`` (the model of ``hpcflow plan
     layout``, docs/plan.md): a preset with public shapes, or every one of params, layers,
     hidden, heads and seq_len (a preset's may be overridden)."""
@@ -80,12 +80,12 @@ class ModelShapeSpec(_Model):
         if self.preset is None:
             missing = [n for n in _SHAPE_FIELDS[:5] if getattr(self, n) is None]
             if missing:
-                _raise_problems([(name, None, "missing: give preset "
+                raise_problems([(name, None, "missing: give preset "
                                   f"({', '.join(MODEL_PRESETS)}) or every one of params, layers, "
                                   "hidden, heads and seq_len") for name in missing])
         problems = self.shape().problems()
         if problems:
-            _raise_problems([(line.split(":", 1)[0], getattr(self, line.split(":", 1)[0], None),
+            raise_problems([(line.split(":", 1)[0], getattr(self, line.split(":", 1)[0], None),
                               line.split(": ", 1)[1]) for line in problems])
         return self
 
@@ -100,7 +100,7 @@ class ModelShapeSpec(_Model):
 _SHAPE_FIELDS = ("params", "layers", "hidden", "heads", "seq_len", "micro_batch")
 
 
-class ParallelismSpec(_Model):
+class ParallelismSpec(SpecModel):
     """The parallel layout the program is asked to use: world size = dp x pp x tp."""
 
     dp: StrictInt = Field(default=-1, description="Data-parallel degree; -1 = the remaining ranks.")
@@ -115,7 +115,7 @@ class ParallelismSpec(_Model):
     )
 
 
-class NetworkSpec(_Model):
+class NetworkSpec(SpecModel):
     """The nodes' network, for the NCCL/EFA environment preset (hpcflow.nccl.presets)."""
 
     instance_type: str = Field(
@@ -148,6 +148,6 @@ class NetworkSpec(_Model):
     @field_validator("ofi_nccl_version")
     @classmethod
     def _version(cls, value: str | None) -> str | None:
-        if value is not None and not _VERSION_RE.fullmatch(value):
+        if value is not None and not VERSION_RE.fullmatch(value):
             raise ValueError("must be a version such as '1.7.4' or '1.7.4-aws'")
         return value

@@ -17,8 +17,7 @@ from pydantic import (
 
 from hpcflow.plan.goodput import LLAMA3_FAILURES_PER_NODE_HOUR
 from hpcflow.spec.job_fields import (
-    _CONTROL_RE,
-    _MODULE_RE,
+    CONTROL_RE,
     DEFAULT_SIGNAL_LEAD_S,
     MAX_CHECKPOINT_KEEP,
     MAX_INTERVAL_STEPS,
@@ -26,19 +25,20 @@ from hpcflow.spec.job_fields import (
     MAX_SIGNAL_LEAD_S,
     MAX_TEXT_CHARS,
     MIN_SIGNAL_LEAD_S,
+    MODULE_RE,
     SIGNAL_JITTER_S,
+    SpecModel,
     StrictInt,
     Text,
-    _Model,
-    _path_text,
-    _program_name,
-    _raise_problems,
+    path_text,
+    program_name,
+    raise_problems,
 )
 from hpcflow.spec.s3uri import parse_s3_uri
 from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F401 - re-exported
 
 
-class ProgramSpec(_Model):
+class ProgramSpec(SpecModel):
     """What each rank runs: ``python -m MODULE ARGS...`` or an explicit ``argv``."""
 
     module: str | None = Field(
@@ -86,7 +86,7 @@ class ProgramSpec(_Model):
     @field_validator("module")
     @classmethod
     def _module_name(cls, value: str | None) -> str | None:
-        if value is not None and not _MODULE_RE.fullmatch(value):
+        if value is not None and not MODULE_RE.fullmatch(value):
             raise ValueError("must be a dotted Python module name such as 'pkg.train'")
         return value
 
@@ -97,7 +97,7 @@ class ProgramSpec(_Model):
             raise ValueError("must be a non-empty list whose first item is the program to run")
         if value is not None:
             try:
-                _program_name(value[0])
+                program_name(value[0])
             except ValueError as exc:
                 raise ValueError(f"its first item, the program, {exc}") from None
         return value
@@ -105,14 +105,14 @@ class ProgramSpec(_Model):
     @field_validator("python")
     @classmethod
     def _python_path(cls, value: str | None) -> str | None:
-        return None if value is None else _program_name(value)
+        return None if value is None else program_name(value)
 
     @field_validator("workdir", mode="before")
     @classmethod
     def _workdir_path(cls, value: Any) -> Any:
         if value is None:
             return None
-        text = _path_text(value)
+        text = path_text(value)
         if not os.path.isabs(text):
             raise ValueError("must be absolute here (in a spec file it is relative to the file)")
         return Path(os.path.normpath(text))
@@ -129,7 +129,7 @@ class ProgramSpec(_Model):
                 problems.append((path, value, "must be an absolute path or a command name looked "
                                  "up on PATH; a relative path would be looked up in run_dir, where "
                                  "the ranks start (or set program.workdir)"))
-        _raise_problems(problems)
+        raise_problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -139,11 +139,11 @@ class ProgramSpec(_Model):
             problems.append(("module", self.module, "give exactly one of module (+ args) or argv"))
         if self.argv is not None and self.args:
             problems.append(("args", self.args, "args go with module; with argv put them in argv"))
-        _raise_problems(problems)
+        raise_problems(problems)
         return self
 
 
-class ContainerSpec(_Model):
+class ContainerSpec(SpecModel):
     """A pyxis/enroot container for every rank (srun ``--container-image``)."""
 
     image: str = Field(
@@ -157,7 +157,7 @@ class ContainerSpec(_Model):
     @field_validator("image")
     @classmethod
     def _image_text(cls, value: str) -> str:
-        if not value or re.search(r"[\s,]", value) or _CONTROL_RE.search(value):
+        if not value or re.search(r"[\s,]", value) or CONTROL_RE.search(value):
             raise ValueError("must be a non-empty image reference without spaces or commas")
         return value
 
@@ -171,7 +171,7 @@ class ContainerSpec(_Model):
                 and all(p.startswith("/") for p in parts[:2])
                 and (len(parts) == 2 or parts[2] in ("ro", "rw"))
                 and not re.search(r"[,\s]", item)
-                and not _CONTROL_RE.search(item)
+                and not CONTROL_RE.search(item)
             )
             if not ok:
                 raise ValueError(
@@ -181,7 +181,7 @@ class ContainerSpec(_Model):
         return value
 
 
-class PreemptionSpec(_Model):
+class PreemptionSpec(SpecModel):
     """How the job is warned before its time limit and how often it may requeue itself."""
 
     signal_lead_s: StrictInt = Field(
@@ -281,7 +281,7 @@ def lead_for_short_jobs(data: Any) -> Any:
     return {**data, "preemption": {**pre, "signal_lead_s": 0}}
 
 
-class CheckpointSpec(_Model):
+class CheckpointSpec(SpecModel):
     """Where and how often the runtime saves checkpoints."""
 
     dir: Path | None = Field(
@@ -339,12 +339,12 @@ class CheckpointSpec(_Model):
     @field_validator("dir", mode="before")
     @classmethod
     def _dir_text(cls, value: Any) -> Any:
-        return None if value is None else _path_text(value)
+        return None if value is None else path_text(value)
 
     @model_validator(mode="after")
     def _one_interval(self) -> CheckpointSpec:
         if self.interval == "auto" and self.interval_steps:
-            _raise_problems([("interval_steps", self.interval_steps,
+            raise_problems([("interval_steps", self.interval_steps,
                               "must be 0 with interval: auto (the runtime chooses the interval); "
                               "give one of them")])
         return self

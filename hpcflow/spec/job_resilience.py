@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from hpcflow.spec.job_fields import StrictInt, _Model
+from hpcflow.spec.job_fields import SpecModel, StrictInt
 
 #: A day: no section of a sane job waits longer without a heartbeat.
 MAX_TIMEOUT_S = 86_400
@@ -24,7 +24,7 @@ MAX_RESTARTS = 1000
 MAX_SPARE_NODES = 1000
 
 
-class TimeoutsSpec(_Model):
+class TimeoutsSpec(SpecModel):
     """Seconds a rank may go without a heartbeat in each section before the step counts as hung."""
 
     startup_s: StrictInt = Field(
@@ -60,7 +60,7 @@ class TimeoutsSpec(_Model):
     )
 
 
-class ResilienceSpec(_Model):
+class ResilienceSpec(SpecModel):
     """Hang detection and in-job restarts inside the allocation."""
 
     watchdog: bool = Field(

@@ -68,16 +68,15 @@ def test_library_layers_never_import_the_cli():
     assert offenders == {}
 
 
-CORE = ("spec", "slurm", "protocol.py", "command.py", "fsutil.py", "errors.py")
+CORE = ("spec", "slurm", "protocol.py", "ledger.py", "hostlist.py", "command.py", "fsutil.py",
+        "errors.py")
 SERVICES = ("jobs", "launch", "local_cluster", "pcluster", "aws", "remote", "doctor", "nccl",
-            "mirror", "spot", "watchdog")
-# The two pure nccl functions the core uses (docs/architecture.md names them): the job spec
-# checks NCCL_SOCKET_IFNAME with nccl's check, the renderer takes the NCCL/EFA preset table.
-CORE_USES_OF_NCCL = {"spec/job.py": ["hpcflow.nccl.checks"],
-                     "slurm/render.py": ["hpcflow.nccl.presets"]}
+            "mirror", "spot", "watchdog", "supervisor")
 
 
-def test_core_imports_no_service_and_no_cli_but_the_two_nccl_uses():
+def test_core_imports_no_service_and_no_cli():
+    """docs/architecture.md, "Import direction": cli -> services -> core, no exception. What a
+    service computes for the core (the NCCL/EFA preset) is passed in, not imported."""
     layer_above = tuple(f"hpcflow.{name}" for name in (*SERVICES, "cli"))
     offenders = {}
     for top in CORE:
@@ -86,4 +85,18 @@ def test_core_imports_no_service_and_no_cli_but_the_two_nccl_uses():
             bad = sorted(m for m in _imports(path) if m.startswith(layer_above))
             if bad:
                 offenders[str(path.relative_to(PKG))] = bad
-    assert offenders == CORE_USES_OF_NCCL
+    assert offenders == {}
+
+
+def test_the_spec_modules_import_no_private_name_of_each_other():
+    """docs/architecture.md: a module's private (``_``) names are its own."""
+    offenders = {}
+    for path in sorted((PKG / "spec").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        bad = sorted(f"{node.module}.{a.name}" for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                         "hpcflow.spec") for a in node.names
+                     if a.name.startswith("_"))
+        if bad:
+            offenders[path.name] = bad
+    assert offenders == {}
