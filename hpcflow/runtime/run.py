@@ -42,6 +42,7 @@ from typing import Any
 from hpcflow.errors import CheckpointError, HpcflowError
 from hpcflow.protocol import (
     SECTION_CHECKPOINT,
+    SECTION_END,
     SECTION_STARTUP,
     SECTION_STEP,
     TAG_CHECKPOINT,
@@ -50,9 +51,10 @@ from hpcflow.protocol import (
     TAG_STEP,
 )
 from hpcflow.runtime import dist as hdist
+from hpcflow.runtime import leaving
 from hpcflow.runtime.env import DistEnv, dist_env_from
 from hpcflow.runtime.heartbeat import Heartbeat
-from hpcflow.runtime.leaving import Leaving, Preempted
+from hpcflow.runtime.leaving import Preempted
 from hpcflow.runtime.lines import emit, log
 from hpcflow.runtime.network import NetworkExpectation, check_network, nccl_log_settings
 from hpcflow.runtime.preemption import PreemptionMonitor
@@ -60,7 +62,7 @@ from hpcflow.runtime.runconfig import RunConfig
 
 __all__ = ["Preempted", "Run"]
 
-class Run(Leaving):
+class Run:
     """One rank's side of an hpcflow job. Build it with :meth:`from_env`.
 
     Attributes:
@@ -302,7 +304,7 @@ class Run(Leaving):
 
             check_async(self, step, state)  # a failed background save: reported, saved again
         if self.ckpt is not None:
-            self._report_async(self.ckpt.poll())
+            leaving.report_async(self.env, self.ckpt.poll())
         if stop and self.ckpt is None:
             raise HpcflowError("asked to stop for preemption, but no checkpoint directory is "
                                "set (HPCFLOW_CHECKPOINT_DIR or checkpoint_dir=)")
@@ -348,9 +350,55 @@ class Run(Leaving):
             save_s = time.monotonic() - started
             if self.heartbeat is not None:
                 self.heartbeat.save_time(save_s)
-            self._report_async(self.ckpt.poll())
+            leaving.report_async(self.env, self.ckpt.poll())
             emit(self.env, TAG_CHECKPOINT,
                  {"step": step, "reason": reason, "save_s": save_s, "async": False})
+
+    # ---- leaving
+
+    def finish(self, state: Mapping[str, Any] | None = None) -> None:
+        """End of training: wait for a background save and, given ``state``, save the final
+        step if it is not saved yet (collective).
+
+        Once the final step is committed, inside an hpcflow job rank 0 writes the done record
+        (docs/protocol.md, "Ending kinds") and leaving the ``with`` block then ends every rank
+        together with status 0 (a barrier, then exit without tearing the process group down):
+        code after the ``with`` block does not run."""
+        if self.ckpt is None:
+            return
+        leaving.report_async(self.env, self.ckpt.wait())
+        if state is not None and self._last_saved != self.step:
+            self.save(self.step, state, reason="final")
+        if self._last_saved == self.step:
+            self._done = leaving.write_done_and_meet(self.config.run_dir, self.env, self.step)
+
+    def close(self, *, together: bool = True) -> None:
+        """Wait for any background save, then leave the process group (idempotent).
+
+        Args:
+            together: meet the other ranks first (collective; :func:`leaving.teardown`).
+                ``__exit__`` passes False after an exception, when other ranks may be gone.
+        """
+        self._beat(SECTION_END)
+        leaving.teardown(self.env, self.ckpt, self.heartbeat, together=together)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        leaving.leave_block(self.config.run_dir, self.env, self.ckpt, step=self.step,
+                            done=self._done, exc=exc)
+        self.close(together=exc is None)
+
+    def leave_preempted(self, step: int) -> None:
+        """After the preemption checkpoint of ``step`` is committed (by :meth:`step_done`, or by
+        a framework's own save in an adapter): rank 0 writes the commit file the batch script
+        reads, every rank waits for it (collective), then :class:`Preempted` is raised.
+
+        Raises:
+            Preempted: always.
+        """
+        leaving.leave_preempted(self.env, self.config.preempt_committed, step)
 
     # ---- internals
 
