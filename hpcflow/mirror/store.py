@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -115,7 +116,8 @@ def errors() -> tuple[type[BaseException], ...]:
 
 
 def upload_unit(client: Any, uri: S3Uri, unit: local.Unit, settings: TransferSettings,
-                on_bytes: Callable[[int], None] | None = None) -> dict[str, Any]:
+                on_bytes: Callable[[int], None] | None = None,
+                on_first_byte: Callable[[], None] | None = None) -> dict[str, Any]:
     """Upload ``unit``, confirm every object, then write its record (the commit point).
 
     Args:
@@ -124,6 +126,8 @@ def upload_unit(client: Any, uri: S3Uri, unit: local.Unit, settings: TransferSet
         unit: a committed local checkpoint.
         settings: transfer settings.
         on_bytes: called with the byte count of each finished file (progress).
+        on_first_byte: called once, from a transfer thread, when the first bytes of the unit
+            are sent (s3transfer's ``on_progress``; the files are hashed before that).
 
     Returns:
         The record written.
@@ -141,6 +145,7 @@ def upload_unit(client: Any, uri: S3Uri, unit: local.Unit, settings: TransferSet
     client.delete_object(Bucket=uri.bucket, Key=record_key)  # a stale record never covers new data
     hashes: dict[str, local.FileHash] = {}
     parts: dict[str, int] = {}
+    subscribers = [] if on_first_byte is None else [_FirstByte(on_first_byte)]
     with create_transfer_manager(client, settings.boto_config()) as manager:
         futures = []
         for f in files:
@@ -150,7 +155,7 @@ def upload_unit(client: Any, uri: S3Uri, unit: local.Unit, settings: TransferSet
             hashes[f.path] = local.hash_file(unit.file_path(f.path), part, multipart)
             futures.append((f, manager.upload(
                 str(unit.file_path(f.path)), uri.bucket, uri.key(unit.name, f.path),
-                extra_args={"ChecksumAlgorithm": "SHA256"})))
+                extra_args={"ChecksumAlgorithm": "SHA256"}, subscribers=subscribers)))
         for f, future in futures:
             future.result()
             if on_bytes is not None:
@@ -169,6 +174,32 @@ def upload_unit(client: Any, uri: S3Uri, unit: local.Unit, settings: TransferSet
     client.put_object(Bucket=uri.bucket, Key=record_key, Body=body, ChecksumAlgorithm="SHA256",
                       ContentType="application/json")
     return record
+
+
+class _FirstByte:
+    """An s3transfer subscriber that calls ``callback`` once, on the first bytes sent of any of
+    the transfers it is given to (s3transfer.subscribers.BaseSubscriber's ``on_progress``)."""
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self._callback = callback
+        self._lock = threading.Lock()
+        self._called = False
+
+    def on_queued(self, future: Any, **kwargs: Any) -> None:
+        """Not used (s3transfer calls it when the transfer is queued)."""
+
+    def on_progress(self, future: Any, bytes_transferred: int, **kwargs: Any) -> None:
+        """Called by s3transfer as bytes are sent; the first call with bytes calls back."""
+        if bytes_transferred <= 0:
+            return
+        with self._lock:
+            if self._called:
+                return
+            self._called = True
+        self._callback()
+
+    def on_done(self, future: Any, **kwargs: Any) -> None:
+        """Not used (s3transfer calls it when the transfer ends)."""
 
 
 def _confirm(client: Any, uri: S3Uri, unit: str, f: local.LocalFile, checksum: str) -> None:

@@ -15,7 +15,8 @@ A refused write (no bucket, access denied, network) is a warning in the job log 
 ``mirror_failed`` ledger event; the process carries on, and training is never touched.
 
 Ledger events (``.hpcflow/events.jsonl``, docs/protocol.md): ``mirror_start`` (unit, step,
-bytes), ``mirror_done`` (+ ``upload_s``, ``lag_s`` = commit on disk to record on S3),
+bytes), ``mirror_done`` (+ ``upload_s``, ``first_byte_s`` = from ``mirror_start`` to the
+first bytes sent, the files being hashed before, ``lag_s`` = commit on disk to record on S3),
 ``mirror_failed`` (+ ``error``), ``mirror_abandoned``, ``mirror_pull`` (bytes, seconds).
 """
 
@@ -128,13 +129,17 @@ class Mirror:
             self.ledger.event("mirror_start", unit=unit.name, step=unit.step, bytes=total)
             log(f"{unit.name} ({total} bytes) -> {self.uri}/{unit.name}/")
             started = time.monotonic()
-            record = store.upload_unit(self.client, self.uri, unit, self.settings)
+            first_byte: list[float] = []
+            record = store.upload_unit(self.client, self.uri, unit, self.settings,
+                                       on_first_byte=lambda: first_byte.append(time.monotonic()))
             upload_s = time.monotonic() - started
             lag_s = max(0.0, record["mirrored_at"] - unit.commit_time)
             self._done.add(ident)
             self._failed.pop(ident, None)
             self.ledger.event("mirror_done", unit=unit.name, step=unit.step, bytes=total,
-                              upload_s=round(upload_s, 3), lag_s=round(lag_s, 3))
+                              upload_s=round(upload_s, 3), lag_s=round(lag_s, 3),
+                              first_byte_s=round(first_byte[0] - started, 3)
+                              if first_byte else None)
             log(f"{unit.name} complete on S3 ({total} bytes in {upload_s:.1f} s, "
                 f"{lag_s:.1f} s after its commit)")
             removed = store.prune(self.client, self.uri, self.keep)

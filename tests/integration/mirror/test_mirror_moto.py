@@ -63,7 +63,10 @@ def test_mirror_confirms_every_object_then_writes_the_record(tmp_path, s3):
         assert head["ChecksumSHA256"].split("-")[0] == files[rel]["s3_checksum_sha256"].split("-")[0]
     kinds = [(e["event"], e.get("bytes")) for e in read_events(ledger)]
     assert kinds == [("mirror_start", done.total_bytes), ("mirror_done", done.total_bytes)]
-    assert read_events(ledger)[1]["lag_s"] >= 0
+    finished = read_events(ledger)[1]
+    assert finished["lag_s"] >= 0
+    # the first byte went out after the first file was hashed, before the upload ended
+    assert 0 < finished["first_byte_s"] <= finished["upload_s"]
 
 
 def test_a_changed_object_is_never_confirmed(tmp_path, s3, monkeypatch):
