@@ -55,7 +55,7 @@ from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's pub
     ProgramSpec,
     lead_for_short_jobs,
 )
-from hpcflow.spec.job_resilience import ResilienceSpec
+from hpcflow.spec.job_resilience import ResilienceSpec, resilience_switch
 from hpcflow.spec.loading import (
     apply_overrides,
     keep_literal_scalars,
@@ -151,7 +151,7 @@ class JobSpec(SpecModel):
         default=None,
         description="Instance type and aws-ofi-nccl version: the job exports the NCCL/EFA preset.",
     )
-    resilience: ResilienceSpec | None = Field(
+    resilience: Annotated[ResilienceSpec | None, BeforeValidator(resilience_switch)] = Field(
         default_factory=ResilienceSpec,
         description="Hang watchdog and in-job restarts; on by default, false: neither.",
     )
@@ -168,16 +168,6 @@ class JobSpec(SpecModel):
     def _name_chars(cls, value: str) -> str:
         if not NAME_RE.fullmatch(value):
             raise ValueError("must be 1-64 characters from [A-Za-z0-9._-] (used in file names)")
-        return value
-
-    @field_validator("resilience", mode="before")
-    @classmethod
-    def _resilience_switch(cls, value: Any) -> Any:
-        """``false`` turns the block off (None), ``true`` keeps its defaults."""
-        if value is False:
-            return None
-        if value is True:
-            return {}
         return value
 
     @field_validator("partition", "account")

@@ -12,6 +12,8 @@ checkpoint that hpcflow's runtime committed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, model_validator
 
 from hpcflow.spec.job_fields import SpecModel, StrictInt
@@ -114,3 +116,13 @@ class ResilienceSpec(SpecModel):
                     f"timeouts.{name}={value} must exceed heartbeat_interval_s="
                     f"{self.heartbeat_interval_s}: a rank writes a heartbeat at most that often")
         return self
+
+
+def resilience_switch(value: Any) -> Any:
+    """The spec's ``resilience`` as written: ``false`` turns the block off (None), ``true`` keeps
+    its defaults (``{}``); anything else is validated as the block."""
+    if value is False:
+        return None
+    if value is True:
+        return {}
+    return value

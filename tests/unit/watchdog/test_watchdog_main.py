@@ -35,21 +35,31 @@ stuck_in_a_collective()
 """
 
 
-def test_a_blocked_rank_is_reported_with_its_stacks(tmp_path: Path) -> None:
+def start_rank(tmp_path: Path, job: str, program: str) -> tuple[Path, Path, subprocess.Popen]:
+    """The run directory, the heartbeat folder and a rank process running ``program``."""
     run_dir = tmp_path / "run"
-    beats = protocol.state_dir(run_dir) / protocol.heartbeat_name("7", 0, 0)
+    beats = protocol.state_dir(run_dir) / protocol.heartbeat_name(job, 0, 0)
     beats.mkdir(parents=True)
-    rank = subprocess.Popen([sys.executable, "-c", RANK, str(beats)])
+    return run_dir, beats, subprocess.Popen([sys.executable, "-c", program, str(beats)])
+
+
+def watch(beats: Path, run_dir: Path, job: str, kill_after_s: str) -> int:
+    """The watchdog on one rank: a 1 s step floor after 3 steps, 0.2 s heartbeats and polls."""
+    return main(["--heartbeat-dir", str(beats), "--ntasks", "1", "--run-dir", str(run_dir),
+                 "--job-id", job, "--startup-s", "20", "--checkpoint-s", "20",
+                 "--step-floor-s", "1", "--step-factor", "3", "--warmup-steps", "3",
+                 "--interval-s", "0.2", "--kill-after-s", kill_after_s, "--poll-s", "0.2"])
+
+
+def test_a_blocked_rank_is_reported_with_its_stacks(tmp_path: Path) -> None:
+    run_dir, beats, rank = start_rank(tmp_path, "7", RANK)
     try:
         deadline = time.monotonic() + 30
         while not (beats / "ready").exists():
             assert rank.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         started = time.monotonic()
-        assert main(["--heartbeat-dir", str(beats), "--ntasks", "1", "--run-dir", str(run_dir),
-                     "--job-id", "7", "--startup-s", "20", "--checkpoint-s", "20",
-                     "--step-floor-s", "1", "--step-factor", "3", "--warmup-steps", "3",
-                     "--interval-s", "0.2", "--kill-after-s", "0", "--poll-s", "0.2"]) == 0
+        assert watch(beats, run_dir, "7", "0") == 0
         waited = time.monotonic() - started
     finally:
         rank.kill()
@@ -93,15 +103,9 @@ stuck_for_good()
 
 
 def test_a_pause_is_only_suspected_and_a_hang_that_lasts_ends_the_step(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    beats = protocol.state_dir(run_dir) / protocol.heartbeat_name("8", 0, 0)
-    beats.mkdir(parents=True)
-    rank = subprocess.Popen([sys.executable, "-c", PAUSING_RANK, str(beats)])
+    run_dir, beats, rank = start_rank(tmp_path, "8", PAUSING_RANK)
     try:
-        assert main(["--heartbeat-dir", str(beats), "--ntasks", "1", "--run-dir", str(run_dir),
-                     "--job-id", "8", "--startup-s", "20", "--checkpoint-s", "20",
-                     "--step-floor-s", "1", "--step-factor", "3", "--warmup-steps", "3",
-                     "--interval-s", "0.2", "--kill-after-s", "2.5", "--poll-s", "0.2"]) == 0
+        assert watch(beats, run_dir, "8", "2.5") == 0
     finally:
         rank.kill()
         rank.wait()
