@@ -3,9 +3,10 @@
 #
 # Usage: bash bench/run_all.sh [--ci] [PYTHON]   (default: .venv/bin/python of the repository)
 #   --ci   the subset tests/run.sh runs after the tests, to keep CI within its time: every
-#          benchmark but the three longest, which run jobs on the cluster for minutes: the two
-#          goodput runs (a preemption every 20 s, failures every 10 s) and bench_submitit; the
-#          paths they drive (warned requeue, in-job restart, hpcflow.launch) have cluster tests
+#          benchmark but the four longest, which run jobs on the cluster for minutes: the two
+#          goodput runs (a preemption every 20 s, failures every 10 s), bench_submitit and
+#          bench_interval (seeded failures); the paths they drive (warned requeue, in-job
+#          restart, hpcflow.launch, checkpoint.interval: auto) have cluster tests
 # Needs the local Slurm cluster for the submit, goodput and submitit benchmarks (hpcflow local-cluster up).
 # Benchmarks report figures and ratios; they never fail on time. Exit status: non-zero only when
 # a benchmark itself crashed (that is a bug, not a slow machine).
@@ -32,7 +33,7 @@ main() {
   )
   if ((ci == 0)); then
     benches+=("bench/bench_submitit.py --steps 40" "bench/bench_goodput.py --small"
-      "bench/bench_goodput.py --kill-every-s 10 --small")
+      "bench/bench_goodput.py --kill-every-s 10 --small" "bench/bench_interval.py --small")
   fi
   for bench in "${benches[@]}"; do
     printf '\n=== %s\n' "${bench}"
