@@ -3,7 +3,7 @@ and in-job restarts")::
 
     python -m hpcflow.watchdog --heartbeat-dir DIR --ntasks N --run-dir RUN --job-id J \\
         --restart R --try T --startup-s S --checkpoint-s S --step-floor-s S --step-factor K
-        --warmup-steps W [--step-s S] --interval-s S --kill-after-s S [--poll-s S]
+        --warmup-steps W [--step-s S] --interval-s S [--kill-after-s S] [--poll-s S]
 
 It polls the ranks' heartbeats (:mod:`hpcflow.runtime.heartbeat`). When it first finds a hang
 (:func:`hpcflow.watchdog.hang.find_hang`) it writes every rank's stacks to
@@ -63,7 +63,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup-steps", type=int, required=True)
     p.add_argument("--step-s", type=float, default=None, help="fixed; default: derived")
     p.add_argument("--interval-s", type=float, required=True)
-    p.add_argument("--kill-after-s", type=float, required=True)
+    # Scripts rendered before the option existed (same protocol version, requeued after an
+    # upgrade) do not pass it; they ended a hung step at once, and so they still do.
+    p.add_argument("--kill-after-s", type=float, default=0.0)
     p.add_argument("--poll-s", type=float, default=1.0)
     args = p.parse_args(argv)
     if args.ntasks < 1 or args.poll_s <= 0 or args.interval_s <= 0 or args.kill_after_s < 0:

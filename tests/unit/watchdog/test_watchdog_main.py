@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from hpcflow import protocol
-from hpcflow.watchdog.__main__ import main
+from hpcflow.watchdog.__main__ import _args, main
 from hpcflow.watchdog.stacks import stopped_ranks
 
 RANK = """\
@@ -138,3 +138,13 @@ def test_a_stopped_rank_on_this_host_is_named() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_script_rendered_before_kill_after_s_keeps_ending_a_hang_at_once() -> None:
+    """Version skew: a batch script rendered by the previous release (same protocol version) is
+    requeued after an upgrade and starts the new watchdog without ``--kill-after-s``."""
+    old = ["--heartbeat-dir", "/x", "--ntasks", "2", "--run-dir", "/r", "--job-id", "7",
+           "--startup-s", "600", "--checkpoint-s", "600", "--step-floor-s", "60",
+           "--step-factor", "3.0", "--warmup-steps", "10", "--interval-s", "2"]
+    assert _args(old).kill_after_s == 0.0
+    assert _args([*old, "--kill-after-s", "540"]).kill_after_s == 540.0
