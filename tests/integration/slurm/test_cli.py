@@ -1,4 +1,6 @@
-"""The researcher's CLI against the real local cluster: submit, status, logs, list, cancel."""
+"""The researcher's CLI against the real local cluster: following a job to its end, a busy run
+directory, a dry run and refused specs (submit, status, logs, list and cancel run in
+test_readme_everyday.py, from the README's block)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from slurm_helpers import wait_for
 
 pytestmark = [pytest.mark.slurm]
 
@@ -35,30 +36,6 @@ def write_spec(tmp_path: Path, **spec) -> Path:
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(base))
     return path
-
-
-def test_submit_status_logs_list_cancel(local_cluster, hpcflow_home, tmp_path):
-    spec = write_spec(tmp_path)
-    out = json.loads(hpcflow("submit", str(spec), "--json").stdout)
-    assert out["ok"] is True
-    job_id = out["data"]["job_id"]
-    run_dir = Path(out["data"]["run_dir"])
-    assert (run_dir / "job.yaml").is_file() and (run_dir / "job.sbatch").is_file()
-    assert json.loads((run_dir / "submissions.jsonl").read_text())["job_id"] == job_id
-    try:
-        wait_for(lambda: json.loads(hpcflow("status", job_id, "--json").stdout)["data"]["state"]
-                 == "RUNNING", 240, "RUNNING")
-        wait_for(lambda: "hello" in hpcflow("logs", job_id).stdout, 120, "the log line")
-        listed = json.loads(hpcflow("list", "--json").stdout)["data"]
-        assert [j["job_id"] for j in listed] == [job_id]
-        # status with no JOBID means the newest job
-        assert json.loads(hpcflow("status", "--json").stdout)["data"]["job_id"] == job_id
-    finally:
-        hpcflow("cancel", job_id)
-    final = wait_for(lambda: (d := json.loads(hpcflow("status", job_id, "--json").stdout)["data"])
-                     ["finished"] and d, 60, "the cancelled job to end")
-    assert final["state"] == "CANCELLED"
-    assert final["restarts"] == 0
 
 
 def test_follow_returns_when_the_job_ends(local_cluster, hpcflow_home, tmp_path):

@@ -1,6 +1,7 @@
 """The README's code blocks against the code: the `Run` snippet runs as written (one process,
 outside Slurm), and every command and flag of the everyday-use block is one the CLI has.
-Running the everyday-use commands needs the local Slurm cluster; that is not done here."""
+The everyday-use commands run on the local cluster in
+tests/integration/slurm/test_readme_everyday.py."""
 
 from __future__ import annotations
 
@@ -9,24 +10,15 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 import pytest
+from readme_text import README, REPO, everyday_lines, run_program
 
 from hpcflow.cli.main import cli
 from hpcflow.protocol import TAG_STEP
 
-REPO = Path(__file__).resolve().parents[3]
-README = (REPO / "README.md").read_text()
-
-
-def block_after(heading: str, lang: str) -> str:
-    section = README.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(rf"^```{lang}\n(.*?)^```", section, re.M | re.S)[0]
-
-
-EVERYDAY = [ln.split("#")[0].split() for ln in block_after("Everyday use", "bash").splitlines()]
+EVERYDAY = [ln.split() for ln in everyday_lines()]
 
 
 def _variants(words: list[str]) -> list[list[str]]:
@@ -62,21 +54,10 @@ def test_each_everyday_command_and_flag_exists(words):
 
 
 def test_the_run_snippet_runs_as_written_outside_slurm(tmp_path):
-    snippet = block_after("Bring your own program", "python")
-    prelude = (
-        "import torch\n"
-        "from hpcflow.runtime import Run\n"
-        "model = torch.nn.Linear(4, 1)\n"
-        "optim = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "sched = torch.optim.lr_scheduler.StepLR(optim, 10)\n"
-        "state = {'model': model, 'optim': optim, 'sched': sched}\n"
-        "total_steps = 3\n"
-        "loss = torch.tensor(0.5)\n"
-    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
                HPCFLOW_CHECKPOINT_DIR=str(tmp_path / "ckpt"))
-    proc = subprocess.run([sys.executable, "-c", prelude + snippet], env=env, cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-c", run_program(3, 0)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     steps = re.findall(rf"^{TAG_STEP} .*\"step\": (\d+)", proc.stdout, re.M)
