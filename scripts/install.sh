@@ -124,6 +124,10 @@ install_python() {
     check_torch "${torch}"
   fi
   run "${venv}/bin/python" -m pip install -q -e "${repo}[${extras}]" >&2
+  # An editable install leaves hpcflow's modules uncompiled, and where PYTHONDONTWRITEBYTECODE is
+  # set every `python -m hpcflow...` (the CLI, the supervisor a batch script runs at each
+  # decision) would compile them again; pip compiles the installed packages, this does the same.
+  run "${venv}/bin/python" -m compileall -q "${repo}/hpcflow" >&2
 }
 
 main() {

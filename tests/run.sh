@@ -44,7 +44,11 @@ main() {
   phase "starting the local Slurm cluster"
   "${venv}/bin/hpcflow" local-cluster up
   phase_done "local cluster"
-  local -a pytest=(env OMP_NUM_THREADS=1 "${venv}/bin/python" -m pytest -p no:cacheprovider)
+  # Bytecode caching on, even where the environment turns it off (PYTHONDONTWRITEBYTECODE): each
+  # pytest process and each program the tests start would otherwise compile (and pytest rewrite)
+  # the same modules again.
+  local -a pytest=(env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=1 "${venv}/bin/python" -m pytest
+    -p no:cacheprovider)
   if (($# > 0)); then
     phase "running pytest $*"
     "${pytest[@]}" --durations=25 "$@" || rc=$?
