@@ -6,12 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from hpcflow.runtime import hf, lightning
-
 PY = sys.executable
 
 
 def test_hf_latest_checkpoint_takes_the_newest_committed_and_removes_partial_ones(tmp_path):
+    from hpcflow.runtime import hf  # imports transformers: not at collection
+
     for step, committed in ((5, True), (10, True), (15, False)):
         folder = tmp_path / f"checkpoint-{step}"
         folder.mkdir()
@@ -25,6 +25,8 @@ def test_hf_latest_checkpoint_takes_the_newest_committed_and_removes_partial_one
 
 
 def test_lightning_latest_checkpoint_never_offers_a_tmp_file(tmp_path):
+    from hpcflow.runtime import lightning  # imports lightning: not at collection
+
     for name in ("step_4.ckpt", "step_12.ckpt", "step_20.ckpt.tmp"):
         (tmp_path / name).write_bytes(b"x")
     assert lightning.latest_checkpoint(tmp_path) == str(tmp_path / "step_12.ckpt")
