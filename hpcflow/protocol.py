@@ -57,6 +57,9 @@ ENV_STEP_TRY = "HPCFLOW_STEP_TRY"
 #: returns as usual): set by ``hpcflow.launch`` around a submitted function, whose return value
 #: submitit's runner must still write. Unset (or anything else): every rank exits together at once.
 ENV_EXIT_AFTER_DONE = "HPCFLOW_EXIT_AFTER_DONE"
+#: The batch script's start, Unix seconds with a fraction (bash's ``EPOCHREALTIME``; empty
+#: before bash 5): the start of the ``launch_s`` phase of ``hpcflow-startup``.
+ENV_ATTEMPT_T0 = "HPCFLOW_ATTEMPT_T0"
 
 # ---- Resilience (docs/protocol.md, "Hangs and in-job restarts").
 #: The commit record inside a committed ``step_<N>/`` (the same name as
@@ -147,6 +150,8 @@ TAG_RESUME = "hpcflow-resume"
 TAG_CHECKPOINT = "hpcflow-checkpoint"
 TAG_PREEMPTED = "hpcflow-preempted"
 TAG_DONE = "hpcflow-done"
+#: Once per process, at its first step: where the start-up went (:mod:`hpcflow.runtime.startup`).
+TAG_STARTUP = "hpcflow-startup"
 
 # ---- Ledger events and job-end reasons the supervisor (:mod:`hpcflow.supervisor`) writes.
 #: Version of this contract, recorded in the run directory (:data:`VERSION_FILE`) by the first

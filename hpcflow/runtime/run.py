@@ -48,6 +48,7 @@ from hpcflow.protocol import (
     TAG_CHECKPOINT,
     TAG_RESUME,
     TAG_START,
+    TAG_STARTUP,
     TAG_STEP,
 )
 from hpcflow.runtime import dist as hdist
@@ -59,6 +60,7 @@ from hpcflow.runtime.lines import emit, log
 from hpcflow.runtime.network import NetworkExpectation, check_network, nccl_log_settings
 from hpcflow.runtime.preemption import PreemptionMonitor
 from hpcflow.runtime.runconfig import RunConfig
+from hpcflow.runtime.startup import StartupClock
 
 __all__ = ["Preempted", "Run"]
 
@@ -75,7 +77,7 @@ class Run:
 
     def __init__(self, env: DistEnv, config: RunConfig, monitor: PreemptionMonitor,
                  backend: str, *, async_save: bool = False, rng: bool = True,
-                 heartbeat: Heartbeat | None = None) -> None:
+                 heartbeat: Heartbeat | None = None, startup: StartupClock | None = None) -> None:
         from hpcflow.runtime.checkpoint import CheckpointManager
 
         self.env = env
@@ -91,6 +93,7 @@ class Run:
         self._async_pending: int | None = None  # a background save not yet known committed
         self._last_boundary = time.monotonic()
         self.heartbeat = heartbeat  # only under a resilience block (HPCFLOW_HEARTBEAT_DIR)
+        self.startup = startup or StartupClock(None, None)  # hpcflow-startup at the first step
         self.started_wall = time.time()  # Unix time; checkpoint.interval: auto measures from it
         self.first_step_wall: float | None = None
         from hpcflow.runtime.auto_guard import make_auto
@@ -154,6 +157,8 @@ class Run:
         every rank here with status 78 (:mod:`hpcflow.runtime.network`).
         """
         environ = os.environ if environ is None else environ
+        startup = StartupClock.from_environ(environ)
+        startup.mark("from_env")
         env = dist_env_from(environ)
         config = RunConfig.from_environ(environ)
         overrides: dict[str, Any] = {}
@@ -202,8 +207,9 @@ class Run:
             "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
             "job_id": env.job_id, "restart_count": env.restart_count,
         })
+        startup.mark("joined")
         return cls(env, config, monitor, backend, async_save=async_save, rng=rng,
-                   heartbeat=heartbeat)
+                   heartbeat=heartbeat, startup=startup)
 
     # ---- the loop's three calls
 
@@ -228,6 +234,13 @@ class Run:
                 is missing from it); raised on every rank.
             TypeError, ValueError: ``state`` holds an object hpcflow cannot save.
         """
+        self.startup.mark("restore")
+        step = self._restore(state, before_load)
+        self.startup.mark("restored")
+        return step
+
+    def _restore(self, state: Mapping[str, Any],
+                 before_load: Callable[[int], None] | None) -> int:
         self._app(state)  # check the mapping before anything collective
         if self.ckpt is None:
             return 0
@@ -277,6 +290,10 @@ class Run:
             self.auto.observe_step(step, now - self._last_boundary)
             if self.first_step_wall is None:
                 self.first_step_wall = time.time()
+        if not self.startup.reported:
+            self.startup.mark("first_step")
+            self.startup.reported = True
+            emit(self.env, TAG_STARTUP, self.startup.phases())
         self._last_boundary = now
 
     def step_done(self, step: int, state: Mapping[str, Any],

@@ -23,7 +23,8 @@ import yaml
 from readme_text import everyday_lines, run_program
 from slurm_helpers import wait_for
 
-from hpcflow.protocol import TAG_STEP
+from hpcflow.protocol import TAG_STARTUP, TAG_STEP
+from hpcflow.runtime.startup import PHASES
 
 pytestmark = [pytest.mark.slurm]
 
@@ -84,8 +85,8 @@ def test_the_everyday_block_runs_as_written(local_cluster, hpcflow_home, tmp_pat
         "program": {"argv": [sys.executable, str(tmp_path / "loop.py")]},
     }))
     run_dir = tmp_path / "run"
-    submit, dry_run, with_sets = (line_for("submit job.yaml", exact=True), line_for("submit job.yaml --dry-run"),
-                                  line_for("submit job.yaml --set"))
+    submit = line_for("submit job.yaml", exact=True)
+    dry_run, with_sets = line_for("submit job.yaml --dry-run"), line_for("submit job.yaml --set")
 
     # --dry-run prints the batch script and writes nothing.
     [argv] = variants(dry_run)
@@ -104,6 +105,11 @@ def test_the_everyday_block_runs_as_written(local_cluster, hpcflow_home, tmp_pat
     steps = [int(s) for s in re.findall(rf"^{TAG_STEP} .*\"step\": (\d+)", followed.stdout, re.M)]
     assert steps == list(range(1, STEPS + 1)), followed.stdout[-2000:]
     assert f"{TAG_STEP}" in ok(logs, tmp_path).stdout
+    # Where the attempt's start-up went, from the batch script's start (bash's EPOCHREALTIME).
+    [startup] = [json.loads(ln.split(" ", 1)[1]) for ln in followed.stdout.splitlines()
+                 if ln.startswith(f"{TAG_STARTUP} ")]
+    assert all(startup[p] is not None and startup[p] >= 0 for p in PHASES), startup
+    assert sum(startup[p] for p in PHASES) == pytest.approx(startup["total_s"], abs=0.01)
     newest, given, newest_json, given_json = variants(line_for("status"), first)
     assert "COMPLETED" in ok(newest, tmp_path).stdout and "COMPLETED" in ok(given, tmp_path).stdout
     for argv in (newest_json, given_json):

@@ -5,18 +5,21 @@ tests/integration/slurm/test_readme_everyday.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 
 import click
 import pytest
 from readme_text import README, REPO, everyday_lines, run_program
 
 from hpcflow.cli.main import cli
-from hpcflow.protocol import TAG_STEP
+from hpcflow.protocol import TAG_STARTUP, TAG_STEP
+from hpcflow.runtime.startup import PHASES
 
 EVERYDAY = [ln.split() for ln in everyday_lines()]
 
@@ -56,12 +59,17 @@ def test_each_everyday_command_and_flag_exists(words):
 def test_the_run_snippet_runs_as_written_outside_slurm(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
-               HPCFLOW_CHECKPOINT_DIR=str(tmp_path / "ckpt"))
+               HPCFLOW_CHECKPOINT_DIR=str(tmp_path / "ckpt"), HPCFLOW_ATTEMPT_T0=str(time.time()))
     proc = subprocess.run([sys.executable, "-c", run_program(3, 0)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     steps = re.findall(rf"^{TAG_STEP} .*\"step\": (\d+)", proc.stdout, re.M)
     assert steps == ["1", "2", "3"], proc.stdout
+    # Where the start-up went, once, at the first step: every phase measured, adding up.
+    [startup] = [json.loads(ln.split(" ", 1)[1]) for ln in proc.stdout.splitlines()
+                 if ln.startswith(f"{TAG_STARTUP} ")]
+    assert all(startup[p] is not None and startup[p] >= 0 for p in PHASES), startup
+    assert sum(startup[p] for p in PHASES) == pytest.approx(startup["total_s"], abs=0.01)
 
 
 def test_the_fast_suite_command_selects_no_cluster_test():
