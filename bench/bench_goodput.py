@@ -27,7 +27,10 @@ step inside an allocation (``salloc ... srun python -c 'import torch; init_proce
 barrier'``), timed from srun's start to its end, ``--floor-repeat`` times (median). Each
 attempt's start-up (attempt start to its first step) and stop (its last step to the requeue or
 the end) are printed as a ratio of that floor. Goals: start-up <= 1.3 x floor; stop <= 2 s plus
-the checkpoint write.
+the checkpoint write. Where each attempt's start-up goes comes from rank 0's ``hpcflow-startup``
+line (:mod:`hpcflow.runtime.startup`): the launch (batch script to the rank's process), the
+interpreter and imports, joining the process group (the part the floor also pays), then building
+the model, restoring the checkpoint and the first step (the part beyond it).
 
 Failure mode (``--kill-every-s N``, :mod:`goodput_failures`): instead of warned preemptions, a
 rank is killed (``kill -9``) N seconds after each program start's first step, ``--kills`` times,
@@ -57,8 +60,12 @@ import yaml
 from machine import header, verdict
 
 from hpcflow.errors import HpcflowError
+from hpcflow.jobs import records
+from hpcflow.jobs.joblog import read_text, split_log
 from hpcflow.jobs.report import GoodputReport, load_report
 from hpcflow.local_cluster.rehearse import rehearse
+from hpcflow.protocol import TAG_STARTUP
+from hpcflow.runtime.startup import PHASES
 
 REPO = Path(__file__).resolve().parent.parent
 GOAL_GOODPUT = 0.97
@@ -177,7 +184,37 @@ def _environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
 
 
-def report_floor(m: dict, floors: list[float]) -> None:
+def startup_phases(job_id: str) -> dict[int, dict]:
+    """Rank 0's first ``hpcflow-startup`` record of each attempt of ``job_id``, by restart."""
+    rec = records.find_job(job_id)
+    if rec is None:
+        return {}
+    out: dict[int, dict] = {}
+    for restart, lines in split_log(read_text(rec.log_path), job_id).items():
+        found = [payload for tag, payload in lines if tag == TAG_STARTUP]
+        if found:
+            out[restart] = found[0]
+    return out
+
+
+def report_phases(m: dict, phases: dict[int, dict], floor: float) -> None:
+    """Where each attempt's start-up went (seconds), and the part the floor also pays."""
+    if not phases:
+        print("  (no hpcflow-startup lines: the program does not use hpcflow's Run)")
+        return
+    print("  where the start-up goes (rank 0, s): " + ", ".join(PHASES) + "; floor's part = "
+          "launch + imports + join, beyond = build + restore + first step")
+    for restart, ph in sorted(phases.items()):
+        values = "  ".join("-" if ph.get(p) is None else f"{ph[p]:.2f}" for p in PHASES)
+        floors_part = sum(ph.get(p) or 0.0 for p in ("launch_s", "imports_s", "join_s"))
+        beyond = sum(ph.get(p) or 0.0 for p in ("build_s", "restore_s", "first_step_s"))
+        ratio = floors_part / floor if floor > 0 else float("nan")
+        print(f"  attempt {restart}: {values}   floor's part {floors_part:.1f} s = {ratio:.2f} x "
+              f"floor, beyond {beyond:.1f} s")
+    m["startup_phases"] = {str(k): v for k, v in sorted(phases.items())}
+
+
+def report_floor(m: dict, floors: list[float], phases: dict[int, dict] | None = None) -> None:
     floor = statistics.median(floors)
     print(f"start-up floor (bare srun of the same layout: python, import torch, "
           f"init_process_group, barrier, exit): {', '.join(f'{f:.1f}' for f in floors)} s, "
@@ -191,6 +228,8 @@ def report_floor(m: dict, floors: list[float]) -> None:
         print(f"  attempt {r['restart']}: start-up {r['startup_s']:.1f} s = {ratio:.2f} x floor   "
               f"{verdict(ratio, GOAL_STARTUP_RATIO, at_least=False)}{stop}")
     m["floor_s"] = floors
+    if phases is not None:
+        report_phases(m, phases, floor)
 
 
 def report(m: dict, every_s: float, sent: int) -> None:
@@ -300,7 +339,7 @@ def main() -> None:
     rep, _signals = load_report(done.job_id)
     figures = analyse(rep, done.events, step_times(run_dir))
     report(figures, args.every_s, done.preemptions_sent)
-    report_floor(figures, floors)
+    report_floor(figures, floors, startup_phases(done.job_id))
     if args.json:
         args.json.write_text(json.dumps({**figures, "preemptions_sent": done.preemptions_sent,
                                          "every_s": args.every_s}, indent=1) + "\n")
