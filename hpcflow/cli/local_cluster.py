@@ -127,4 +127,6 @@ def _show(st, as_json: bool) -> None:  # noqa: ANN001
         click.echo(f"  {name:<12} pid {pid}")
     for name in st.dead:
         click.echo(f"  {name:<12} not running (run: hpcflow local-cluster up)")
+    if not st.daemons and not st.dead:
+        click.echo("  no daemons: the local cluster is not started (run: hpcflow local-cluster up)")
     click.echo(f"  slurm.conf: {st.slurm_conf}   logs: {st.log_dir}")

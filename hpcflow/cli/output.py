@@ -50,7 +50,8 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
+    # At least as wide as its title: rich wraps a title to the table's width otherwise.
+    table = Table(title=title, min_width=len(title) if title else None)
     for i, col in enumerate(columns):
         table.add_column(col, no_wrap=i < no_wrap)
     for row in rows:

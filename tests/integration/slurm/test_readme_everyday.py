@@ -155,7 +155,7 @@ def test_the_everyday_block_runs_as_written(local_cluster, hpcflow_home, tmp_pat
     try:
         ok(down, tmp_path)
         stopped = run(state, tmp_path)
-        assert stopped.returncode != 0 and "NOT" in stopped.stdout
+        assert stopped.returncode != 0 and "the local cluster is not started" in stopped.stdout
     finally:
         ok(up, tmp_path)
     assert "healthy" in ok(state, tmp_path).stdout
