@@ -29,10 +29,8 @@ from typing import Any
 
 import numpy as np
 
-STDLIB = "stdlib"
-#: Default cap on the bytes read from text sources: enough for many epochs of a small run, small
-#: enough that every rank reads it in well under a second.
-DEFAULT_MAX_BYTES = 8 * 2**20
+from hpcflow.examples.choices import DEFAULT_MAX_BYTES, STDLIB
+
 _SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__"}
 
 

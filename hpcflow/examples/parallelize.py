@@ -24,16 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from hpcflow.examples.choices import DP_MODES, SCHEDULES
 from hpcflow.examples.lm import LMConfig, Transformer, split_layers
 from hpcflow.runtime.parallel_dims import ParallelDims
-
-#: ``--schedule`` value -> (``torch.distributed.pipelining`` class name, stages per pp rank).
-SCHEDULES: dict[str, tuple[str, int]] = {
-    "gpipe": ("ScheduleGPipe", 1),
-    "1f1b": ("Schedule1F1B", 1),
-    "interleaved-1f1b": ("ScheduleInterleaved1F1B", 2),
-}
-DP_MODES = ("fsdp", "ddp")
 
 
 def check_tp(config: LMConfig, tp: int) -> None:

@@ -25,8 +25,6 @@ from hpcflow.runtime import dist as hdist
 from hpcflow.runtime.parallel_dims import ParallelDims
 from hpcflow.runtime.sampler import ResumableSampler
 
-MODELS = ("toy-mlp", "lm")
-
 
 @dataclass
 class Task:

@@ -51,10 +51,14 @@ EXIT_USAGE = 2
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The program's command line (see the module docstring)."""
-    from hpcflow.examples.data import DEFAULT_MAX_BYTES, STDLIB
-    from hpcflow.examples.lm import PRESETS
-    from hpcflow.examples.parallelize import DP_MODES, SCHEDULES
-    from hpcflow.examples.tasks import MODELS
+    from hpcflow.examples.choices import (
+        DEFAULT_MAX_BYTES,
+        DP_MODES,
+        MODEL_SIZES,
+        MODELS,
+        SCHEDULES,
+        STDLIB,
+    )
 
     parser = argparse.ArgumentParser(
         prog="python -m hpcflow.examples.train",
@@ -84,7 +88,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--schedule", choices=sorted(SCHEDULES), default="gpipe", help="lm: pipeline schedule")
     add("--microbatches", type=int, default=0,
         help="lm: micro-batches per step (default: pp); must divide the per-dp-rank batch")
-    add("--model-size", choices=sorted(PRESETS), default="tiny", help="lm: model preset")
+    add("--model-size", choices=sorted(MODEL_SIZES), default="tiny", help="lm: model preset")
     add("--dropout", type=float, default=0.1, help="lm: dropout probability")
     add("--seq-len", type=int, default=64, help="lm: tokens per sequence")
     add("--data", default=STDLIB,
