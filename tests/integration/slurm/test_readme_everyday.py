@@ -40,7 +40,7 @@ def line_for(prefix: str, exact: bool = False) -> str:
 
 def variants(line: str, job_id: str | None = None) -> list[list[str]]:
     """``line`` as argv lists: JOBID filled in; each ``[...]`` group left out, then kept (the
-    first group varying slowest); each ``a|b`` word as ``a``, then as ``b``."""
+    first group varying fastest); each ``a|b`` word as ``a``, then as ``b``."""
     out: list[list[str]] = [[]]
     for part in re.split(r"(\[[^\]]*\])", line.replace("JOBID", job_id or "JOBID")):
         if part.startswith("["):
