@@ -290,10 +290,8 @@ class Run:
             self.auto.observe_step(step, now - self._last_boundary)
             if self.first_step_wall is None:
                 self.first_step_wall = time.time()
-        if not self.startup.reported:
-            self.startup.mark("first_step")
-            self.startup.reported = True
-            emit(self.env, TAG_STARTUP, self.startup.phases())
+        if (phases := self.startup.first_step()) is not None:
+            emit(self.env, TAG_STARTUP, phases)
         self._last_boundary = now
 
     def step_done(self, step: int, state: Mapping[str, Any],

@@ -84,6 +84,14 @@ class StartupClock:
     def mark(self, name: str, at: float | None = None) -> None:
         self.marks.setdefault(name, time.time() if at is None else at)
 
+    def first_step(self) -> dict[str, float | None] | None:
+        """Mark the end of the first step and return the record, once; None on later calls."""
+        if self.reported:
+            return None
+        self.reported = True
+        self.mark("first_step")
+        return self.phases()
+
     def phases(self) -> dict[str, float | None]:
         """The record: each of :data:`PHASES` and ``total_s``, in seconds, or None when a mark it
         needs is missing. A negative span (clocks of two sources a little apart) counts as 0."""

@@ -101,3 +101,11 @@ def test_a_mark_is_kept_the_first_time():
     c.mark("from_env", 102.0)
     c.mark("from_env", 150.0)
     assert c.marks["from_env"] == 102.0
+
+
+def test_the_record_is_given_once_at_the_first_step():
+    c = StartupClock(100.0, 101.0)
+    c.mark("from_env", 102.0)
+    first = c.first_step()
+    assert first is not None and first["total_s"] is not None and first["total_s"] >= 0
+    assert c.first_step() is None and c.first_step() is None
