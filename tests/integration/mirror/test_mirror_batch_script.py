@@ -26,9 +26,11 @@ exec "$@"
 """
 
 # The program: reports what the checkpoint folder held at start, commits a checkpoint of
-# PROG_MIB MiB, and with PROG_WAIT_START waits until the mirror has started uploading it.
+# PROG_MIB MiB, and with PROG_WAIT_START waits until the mirror has started uploading it, then
+# freezes the mirror (SIGSTOP): an upload too slow to end before the deadline, whatever the
+# machine's speed.
 PROGRAM = """
-import json, os, sys, time
+import json, os, signal, sys, time
 sys.path.insert(0, os.environ["TEST_HELPERS"])
 from mirror_helpers import commit_fake
 from hpcflow.mirror import local
@@ -40,6 +42,16 @@ if os.environ.get("PROG_WAIT_START"):
     deadline = time.time() + 60
     while time.time() < deadline and '"mirror_start"' not in open(ledger).read():
         time.sleep(0.02)
+    frozen = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if b"hpcflow.mirror" in argv and b"watch" in argv and os.getppid() != int(pid):
+            os.kill(int(pid), signal.SIGSTOP)
+            frozen += 1
+    print("frozen-mirrors", frozen, flush=True)
 """
 
 
@@ -99,8 +111,9 @@ def test_the_deadline_stops_the_mirror_and_its_copy_is_never_complete(tmp_path, 
     client, uri = s3
     # The job's end is 5 s away: the budget (deadline less 10 s) is spent, the mirror is killed
     # while it uploads step_9.
-    proc, run_dir = run_job(tmp_path, moto_url, str(uri), mib=150, end_in_s=5, wait_start=True)
+    proc, run_dir = run_job(tmp_path, moto_url, str(uri), mib=64, end_in_s=5, wait_start=True)
     assert proc.returncode == 0, proc.stderr
+    assert "frozen-mirrors 1" in proc.stdout
     assert "the S3 mirror did not finish before the deadline: stopped" in proc.stderr
     events = read_events(run_dir / ".hpcflow" / "events.jsonl")
     names = [e["event"] for e in events]
