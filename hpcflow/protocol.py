@@ -157,7 +157,7 @@ TAG_STARTUP = "hpcflow-startup"
 #: Version of this contract, recorded in the run directory (:data:`VERSION_FILE`) by the first
 #: attempt. A job rendered by another version ends at once with a message (docs/protocol.md,
 #: "Version skew") instead of being run by rules it was not written for.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 #: File in the state folder that holds the protocol version of the job's batch script.
 VERSION_FILE = "protocol-version"
 EVENT_ATTEMPT_START = "attempt_start"

@@ -194,6 +194,10 @@ def supervisor_config(spec: JobSpec) -> str:
         "max_requeues": spec.preemption.max_requeues,
         "requeue_allowed": spec.preemption.requeue,
         "resilience": res is not None,
+        "program_protocol": spec.program.protocol,
+        "launcher": spec.launcher,
+        "requeue_margin_s": spec.preemption.requeue_margin_s,
+        "term_grace_s": TERM_GRACE_S,
     }
     if res is not None:
         cfg.update(max_in_job_restarts=res.max_in_job_restarts, max_failures=res.max_failures,

@@ -7,13 +7,18 @@ each turn it hands the facts over and does what the answer on stdout says (docs/
 - ``start``: before the first step of an attempt. Prints ``run <exclude> <rdzv host> <rdzv
   port>`` (the first host and :func:`hpcflow.protocol.port_for_job_number`, for torchrun) or
   ``exit <status>``.
-- ``warning``: from the trap, after the flag file is written and the signal forwarded.
-  Records the ``signal`` event; prints ``<deadline> <moved: 0|1>``.
+- ``warning``: from the trap of the preemption signal. Writes the flag file, forwards the
+  signal to the step once every rank has joined, records the ``signal`` event; prints
+  ``<deadline> <timer>``: the deadline as it is now, and the seconds until the stop timer
+  fires (``keep``: leave the running one).
+- ``deadline``: from the stop timer's ALRM. Prints ``wait`` (ranks joined: their checkpoint
+  comes), ``none`` (no step runs) or ``stopped``: the program was stopped (``stop`` event,
+  TERM to the steps, KILL after the grace).
 - ``after-step``: after each step. Records ``step_end`` (and the restart rules' events);
-  prints ``restart <try> <exclude>`` or ``end``.
+  prints ``restart <try> <exclude>`` or ``end <seconds the S3 mirror may drain>``.
 - ``end``: the ending ladder: records ``requeue`` and requeues, or records ``job_end``; prints
   ``exit <status>``.
-- ``event NAME [KEY=VALUE ...]``: one ledger event (``stop``, ``mirror_abandoned``).
+- ``event NAME [KEY=VALUE ...]``: one ledger event (``mirror_abandoned``).
 
 ``<exclude>`` is a comma-separated host list for ``srun --exclude``, or ``-``. Any other answer
 (nothing, when this process crashed) makes the batch script end the job with
@@ -34,7 +39,7 @@ from typing import Any
 from hpcflow import fsutil, ledger
 from hpcflow import protocol as P
 from hpcflow.hostlist import expand_hostlist
-from hpcflow.supervisor import effects, facts, rules
+from hpcflow.supervisor import effects, facts, rules, warning
 
 
 def log(message: str) -> None:
@@ -130,18 +135,62 @@ def cmd_start(job: Job, args: argparse.Namespace) -> str:
     return f"run {','.join(verdict.srun_exclude) or '-'} {rdzv}"
 
 
+def _joined(job: Job) -> int:
+    return sum(node is not None for node in facts.ranks_joined(job.paths.joined,
+                                                               job.limits.ntasks))
+
+
 def cmd_warning(job: Job, args: argparse.Namespace) -> str:
+    """The preemption warning: the flag file and the forward first, then the deadline as it is
+    now (a notice's, or the job's current EndTime: Slurm moves it on a preemption) and the stop
+    timer. Prints ``<deadline> <timer: seconds|keep>``."""
+    protocol = job.cfg.get("program_protocol", "auto")
+    joined = _joined(job)
+    now = int(time.time())
+    plan = warning.on_warning(protocol=protocol, launcher=job.cfg.get("launcher", "srun"),
+                              signal=args.signal, joined=joined, ntasks=job.limits.ntasks,
+                              step_running=effects.step_alive(args.step_pid))
+    if plan.flag:
+        try:
+            fsutil.write_atomic(job.paths.flag, f"{now}\n")
+        except OSError as exc:
+            log(f"could not write the flag file {job.paths.flag}: {exc}")
+    forwarded = plan.forward and effects.forward(args.step_pid, args.signal)
+    for line in plan.log:
+        log(line)
+    if plan.forward and not forwarded:
+        log("the step had already ended")
+        log(warning.not_forwarded(args.signal, joined, job.limits.ntasks))
     notice: int | None = None
     text = facts.read_small(job.paths.notice)
     if text is not None:
         job.paths.notice.unlink(missing_ok=True)
         notice = int(text.strip()) if text.strip().isdigit() else None
-    slurm = facts.slurm_job(job.job_id)
-    new = rules.deadline(args.deadline, notice_s=notice, end_time_s=slurm.end_time_s)
-    job.event(P.EVENT_SIGNAL, signal=args.signal, joined=args.joined,
-              forwarded=args.forwarded == "true", deadline=new,
-              source=P.SOURCE_WARNING)
-    return f"{new} {1 if new < args.deadline else 0}"
+    new = warning.deadline(args.deadline, notice_s=notice,
+                           end_time_s=facts.slurm_job(job.job_id).end_time_s)
+    timer = warning.stop_timer(protocol=protocol, joined=joined,
+                               timer_armed=args.timer == "armed", old_deadline_s=args.deadline,
+                               deadline_s=new, now_s=now,
+                               margin_s=int(job.cfg.get("requeue_margin_s", 0)))
+    for line in timer.log:
+        log(line)
+    job.event(P.EVENT_SIGNAL, signal=args.signal, joined=joined, forwarded=forwarded,
+              deadline=new, source=P.SOURCE_WARNING)
+    return f"{new} {'keep' if timer.timer_s is None else timer.timer_s}"
+
+
+def cmd_deadline(job: Job, args: argparse.Namespace) -> str:
+    """The stop timer fired: wait for the joined ranks' checkpoint, or stop the program."""
+    action = warning.at_deadline(protocol=job.cfg.get("program_protocol", "auto"),
+                                 joined=_joined(job),
+                                 step_running=effects.step_alive(args.step_pid))
+    for line in action.log:
+        log(line)
+    if action.action == "stop":
+        job.event(P.EVENT_STOP, signal="TERM")
+        effects.stop_program(job.job_id, args.step_pid, int(job.cfg.get("term_grace_s", 10)))
+        return "stopped"
+    return action.action
 
 
 def _slurm_view(job: Job, deadline_s: int) -> dict[str, bool]:
@@ -186,7 +235,8 @@ def cmd_after_step(job: Job, args: argparse.Namespace) -> str:
         job.save(state)
         return f"restart {try_ + 1} {','.join(outcome.srun_exclude) or '-'}"
     job.save(state)
-    return "end"
+    current = args.current_deadline or args.deadline
+    return f"end {warning.mirror_budget_s(current, int(time.time()))}"
 
 
 def cmd_end(job: Job, args: argparse.Namespace) -> str:
@@ -242,22 +292,27 @@ def _parser() -> argparse.ArgumentParser:
     common("start")
     w = common("warning")
     w.add_argument("--signal", required=True)
-    w.add_argument("--joined", type=int, default=0)
-    w.add_argument("--forwarded", choices=("true", "false"), default="false")
+    w.add_argument("--step-pid", type=int, default=0, help="srun's pid; 0 before it started")
+    w.add_argument("--timer", default="", help="armed: the stop timer of a warning runs")
     w.add_argument("--deadline", type=int, required=True, help="Unix s known so far")
+    d = common("deadline")
+    d.add_argument("--step-pid", type=int, default=0, help="srun's pid; 0 before it started")
     for name in ("after-step", "end"):
         s = common(name)
         s.add_argument("--rc", type=int, required=True)
         s.add_argument("--warnings", type=int, default=0)
         s.add_argument("--stopped", type=int, default=0)
         s.add_argument("--deadline", type=int, required=True, help="the attempt's deadline, Unix s")
+        s.add_argument("--current-deadline", type=int, default=0,
+                       help="the deadline as the last warning left it, Unix s")
     e = common("event")
-    e.add_argument("name", choices=(P.EVENT_STOP, P.EVENT_MIRROR_ABANDONED))
+    e.add_argument("name", choices=(P.EVENT_MIRROR_ABANDONED,))
     e.add_argument("fields", nargs="*", metavar="KEY=VALUE")
     return p
 
 
-_COMMANDS = {"start": cmd_start, "warning": cmd_warning, "after-step": cmd_after_step,
+_COMMANDS = {"start": cmd_start, "warning": cmd_warning, "deadline": cmd_deadline,
+             "after-step": cmd_after_step,
              "end": cmd_end, "event": cmd_event}
 
 

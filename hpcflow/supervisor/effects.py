@@ -1,5 +1,6 @@
-"""The supervisor's effects on Slurm: the requeue, the attempt's last act (docs/protocol.md,
-"Requeue is the last act").
+"""The supervisor's effects on Slurm and on the step: the forwarded warning, the stop of a
+program that never joined, and the requeue, the attempt's last act (docs/protocol.md, "Requeue
+is the last act").
 
 ``scontrol requeue`` of the running job makes Slurm end this attempt: slurmstepd sends TERM to
 every process of the batch step, then KILL ``KillWait`` seconds later (slurm.conf(5), KillWait;
@@ -14,13 +15,16 @@ exec(2), so scontrol ignores it too), inside the KillWait window: deterministic,
 
 from __future__ import annotations
 
+import os
 import signal
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hpcflow.command import Runner, evidence, run_command
 
-__all__ = ["RequeueResult", "requeue"]
+__all__ = ["RequeueResult", "forward", "requeue", "step_alive", "stop_program"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,66 @@ def requeue(requeue_id: str, exclude: Sequence[str] = (), *,
     if update.returncode != 0:
         return RequeueResult(True, excluded=False, exclude_error=evidence(argv, update))
     return RequeueResult(True)
+
+
+def step_alive(pid: int) -> bool:
+    """Whether process ``pid`` (the batch script's srun) still runs: it exists and is not a
+    zombie that the batch script has yet to reap (proc(5), /proc/<pid>/stat state ``Z``)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2:][:1] != "Z"
+
+
+def forward(pid: int, signal_name: str) -> bool:
+    """Send ``SIG<signal_name>`` to the srun step ``pid``, which passes it on to every task
+    (srun(1), SIGNALS AND ESCAPE SEQUENCES). False when the step had already ended."""
+    if not step_alive(pid):
+        return False
+    try:
+        os.kill(pid, getattr(signal, f"SIG{signal_name}"))
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def stop_program(job_id: str, pid: int, grace_s: int, *, runner: Runner = run_command,
+                 sleep: Callable[[float], None] = time.sleep) -> str:
+    """Stop a program that never joined the protocol: TERM to the job's steps (``scancel
+    --signal=TERM`` without ``--batch`` signals the steps, not the batch script, scancel(1)), so
+    that it may save; KILL to whatever still runs ``grace_s`` seconds later. Where scancel fails,
+    the signal goes to the srun process ``pid`` itself.
+
+    Returns:
+        ``"term"`` when the step ended within the grace, ``"kill"`` when it had to be killed.
+    """
+    _signal_steps(job_id, pid, "TERM", runner)
+    for _ in range(grace_s):
+        if not step_alive(pid):
+            return "term"
+        sleep(1.0)
+    if not step_alive(pid):
+        return "term"
+    _signal_steps(job_id, pid, "KILL", runner)
+    return "kill"
+
+
+def _signal_steps(job_id: str, pid: int, name: str, runner: Runner) -> None:
+    try:
+        ok = runner(["scancel", f"--signal={name}", job_id], timeout_s=30.0).returncode == 0
+    except (OSError, Exception):  # noqa: BLE001 - fall back to the srun process
+        ok = False
+    if not ok:
+        try:
+            os.kill(pid, getattr(signal, f"SIG{name}"))
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -11,8 +11,9 @@ exclusion"):
 - :func:`failures`: the failures a job has had, the budget of ``resilience.max_failures``;
 - :func:`after_failed_step`: restart the step in the allocation, exclude a node, or stop;
 - :func:`ending`: how the attempt ends: requeue (with its cause) or end (reason, status);
-- :func:`attempt_start`: whether an attempt may start at all, and which nodes its steps avoid;
-- :func:`deadline`: when the job must be off its nodes, from the notice and Slurm's EndTime.
+- :func:`attempt_start`: whether an attempt may start at all, and which nodes its steps avoid.
+
+The warning's and the deadline's rules are in :mod:`hpcflow.supervisor.warning`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from hpcflow.supervisor.model import History, Limits, RankExit, StepFacts
 
 __all__ = [
     "Action", "AttemptStart", "History", "Limits", "RankExit", "StepFacts", "StepOutcome",
-    "after_failed_step", "attempt_start", "blame_node", "deadline", "ending", "exclude_for_step",
+    "after_failed_step", "attempt_start", "blame_node", "ending", "exclude_for_step",
     "failures", "rank_summary", "requeues_used",
 ]
 
@@ -353,11 +354,3 @@ def attempt_start(history: History, limits: Limits, hosts: Sequence[str]) -> Att
             f"{limits.step_nodes} node(s) of this allocation: using them all",))
     return AttemptStart(True, srun_exclude=avoid)
 
-
-def deadline(current_s: int, *, notice_s: int | None, end_time_s: int | None) -> int:
-    """When the job must be off its nodes (Unix seconds): the earliest of the deadline known so
-    far, a preemption notice's time, and Slurm's current EndTime (read at the warning: Slurm moves
-    it to now + GraceTime on a preemption, preempt.html, so the value read at the attempt's start
-    is then wrong)."""
-    candidates = [current_s] + [t for t in (notice_s, end_time_s) if t is not None and t > 0]
-    return min(candidates)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import shlex
@@ -242,14 +243,19 @@ def test_torchrun_runs_one_task_per_node_and_keeps_the_flag_file() -> None:
     assert '--rdzv-endpoint="${hpcflow_rdzv_host}:${hpcflow_rdzv_port}"' in step
     assert shlex.split(step.replace("\\\n", " "))[-3:-1] == ["pkg.train", HOSTILE]
     trap = text[text.index("hpcflow_on_usr1() {") : text.index("\n}\n", text.index("hpcflow_on_usr1"))]
-    assert "HPCFLOW_PREEMPT_FLAG" in trap
-    assert "kill -USR1" not in trap  # torchrun dies on USR1: the flag file is the only path
+    assert "hpcflow_supervisor warning --signal USR1" in trap  # it writes the flag file
+    assert "kill -USR1" not in trap
+    # torchrun dies on USR1: the supervisor never forwards it there (test_warning_rules).
+    assert json.loads(shlex.split(text[text.index("hpcflow_config="):].split("\n")[0])[0]
+                      .split("=", 1)[1])["launcher"] == "torchrun"
 
 
 def test_srun_trap_forwards_usr1_and_never_term() -> None:
     text = render_sbatch(SPECS["srun-module"], python=PYTHON)
     trap = text[text.index("hpcflow_on_usr1() {") : text.index("\n}\n", text.index("hpcflow_on_usr1"))]
-    assert 'kill -USR1 "$hpcflow_step_pid"' in trap
+    # The supervisor forwards the spec's signal to srun's pid (test_warning_rules: once every
+    # rank joined); the trap never sends TERM, which srun turns into KILL for the tasks.
+    assert 'hpcflow_supervisor warning --signal USR1 --step-pid "${hpcflow_step_pid:-0}"' in trap
     assert "TERM" not in re.sub(r"#.*", "", trap)
     assert "set -uo pipefail" in text and "set -e" not in text
 

@@ -14,7 +14,6 @@ from hpcflow.supervisor.rules import (
     after_failed_step,
     attempt_start,
     blame_node,
-    deadline,
     ending,
     failures,
     rank_summary,
@@ -214,7 +213,7 @@ def test_the_rank_summary_names_the_earliest_failure():
     assert words == "rank 1 exited with status 2: early"
 
 
-# ---- attempt start and deadline --------------------------------------------------------------
+# ---- attempt start -------------------------------------------------------------------------
 
 def test_an_attempt_past_the_failure_bound_does_not_start():
     verdict = attempt_start(History(restart=4), RES, ["n1", "n2"])
@@ -231,13 +230,3 @@ def test_steps_avoid_nodes_excluded_earlier(hosts, avoid, ignored):
     verdict = attempt_start(History(excluded=("n1",)), RES, hosts)
     assert verdict.start and verdict.srun_exclude == avoid and verdict.ignored == ignored
 
-
-@pytest.mark.parametrize(("current", "notice", "end", "expected"), [
-    pytest.param(1000, None, None, 1000, id="nothing-new"),
-    pytest.param(1000, 900, None, 900, id="notice-earlier"),
-    pytest.param(1000, None, 700, 700, id="slurm-moved-end-time"),
-    pytest.param(1000, 1200, 1100, 1000, id="never-later"),
-    pytest.param(1000, None, 0, 1000, id="unknown-end-time"),
-])
-def test_the_deadline_is_the_earliest_known(current, notice, end, expected):
-    assert deadline(current, notice_s=notice, end_time_s=end) == expected

@@ -1,0 +1,167 @@
+"""The warning and the deadline as pure functions: what the batch script's two traps do.
+
+The batch script traps the preemption signal (``--signal=B:USR1@<lead>``, sbatch(1)) and the
+ALRM of its own stop timer, and asks the supervisor each time (docs/architecture.md, "The
+supervisor"). These rules give the answer; :mod:`hpcflow.supervisor.__main__` carries it out:
+
+- :func:`deadline`: when the job must be off its nodes, re-read at every warning;
+- :func:`on_warning`: write the flag file, and forward the signal to the step or not;
+- :func:`stop_timer`: when a program that has not joined is stopped;
+- :func:`at_deadline`: at the deadline less ``preemption.requeue_margin_s``, wait for the
+  ranks' checkpoint or stop a program that never joined;
+- :func:`mirror_budget_s`: how long the S3 mirror may drain before the job ends.
+
+Nothing here reads a file, runs a command or looks at the clock; every rule has a table of
+cases in ``tests/unit/supervisor/test_warning_rules.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DeadlineAction", "TimerPlan", "WarningPlan", "at_deadline", "deadline",
+           "mirror_budget_s", "not_forwarded", "on_warning", "stop_timer"]
+
+#: ``program.protocol: requeue`` (spec/job_parts.py): never ask the program to checkpoint.
+REQUEUE_ONLY = "requeue"
+
+#: Seconds before the deadline by which the S3 mirror must have drained: the ending ladder
+#: (a requeue or the job_end record) still has to run after it.
+MIRROR_RESERVE_S = 10
+
+
+def deadline(current_s: int, *, notice_s: int | None, end_time_s: int | None) -> int:
+    """When the job must be off its nodes (Unix seconds): the earliest of the deadline known so
+    far, a preemption notice's time, and Slurm's current EndTime (read at the warning: Slurm moves
+    it to now + GraceTime on a preemption, preempt.html, so the value read at the attempt's start
+    is then wrong)."""
+    candidates = [current_s] + [t for t in (notice_s, end_time_s) if t is not None and t > 0]
+    return min(candidates)
+
+
+@dataclass(frozen=True)
+class WarningPlan:
+    """What the batch script does at once on the preemption warning.
+
+    Attributes:
+        flag: write the flag file (the ranks that joined checkpoint at their next step).
+        forward: send the signal to the srun step (every rank has a handler for it).
+        log: lines for the job log, in order.
+    """
+
+    flag: bool
+    forward: bool
+    log: tuple[str, ...]
+
+
+def not_forwarded(signal: str, joined: int, ntasks: int) -> str:
+    """The job-log line of a warning that stays in the flag file."""
+    return (f"{signal} not forwarded: {joined} of {ntasks} rank(s) joined the protocol; the flag "
+            "file stays")
+
+
+def on_warning(*, protocol: str, launcher: str, signal: str, joined: int, ntasks: int,
+               step_running: bool) -> WarningPlan:
+    """The first answer to the preemption warning: ask the ranks, and forward the signal or not.
+
+    Args:
+        protocol: ``program.protocol`` (``"requeue"``: the program is never asked to checkpoint,
+            it is stopped at the margin and the job requeued).
+        launcher: ``"srun"`` or ``"torchrun"``. torchrun dies on USR1 and orphans its workers,
+            so there the signal is never forwarded: the ranks poll the flag file.
+        signal: the preemption signal's name (``USR1``).
+        joined: ranks whose signal handler is installed (their joined files).
+        ntasks: ranks of the step.
+        step_running: the srun step has started and has not ended.
+
+    srun passes the signal on to every task unchanged (srun(1), SIGNALS AND ESCAPE SEQUENCES) and
+    a process without a handler dies of it: it is forwarded only once every rank has joined.
+    """
+    if protocol == REQUEUE_ONLY:
+        return WarningPlan(False, False, (f"{signal}: program.protocol is requeue: the program is "
+                                          "not asked to checkpoint",))
+    forward = launcher == "srun" and step_running and joined >= ntasks
+    log = [f"{signal}: asking the ranks to checkpoint and stop"]
+    if not forward:
+        log.append(not_forwarded(signal, joined, ntasks))
+    return WarningPlan(True, forward, tuple(log))
+
+
+@dataclass(frozen=True)
+class TimerPlan:
+    """The stop timer after a warning.
+
+    Attributes:
+        timer_s: seconds until the timer fires (it is started, or restarted because the deadline
+            moved earlier), or None to leave the running timer as it is.
+        log: lines for the job log.
+    """
+
+    timer_s: int | None
+    log: tuple[str, ...]
+
+
+def stop_timer(*, protocol: str, joined: int, timer_armed: bool, old_deadline_s: int,
+               deadline_s: int, now_s: int, margin_s: int) -> TimerPlan:
+    """When a program that has not joined is stopped: ``margin_s`` (``preemption.
+    requeue_margin_s``) before the deadline as it is now, so that the job is requeued before
+    Slurm kills it. The timer starts at the first warning and restarts only when a later one
+    brings the deadline earlier (a notice, or Slurm's preemption moving the EndTime).
+
+    Args:
+        protocol, joined: as for :func:`on_warning`.
+        timer_armed: the timer of an earlier warning runs.
+        old_deadline_s, deadline_s: the deadline known before this warning and now (Unix s;
+            :func:`deadline`).
+        now_s: the time, Unix seconds.
+        margin_s: seconds before the deadline.
+    """
+    if timer_armed and deadline_s >= old_deadline_s:
+        return TimerPlan(None, ())
+    delay = max(deadline_s - margin_s - now_s, 0)
+    if protocol == REQUEUE_ONLY:
+        return TimerPlan(delay, (f"the program is stopped in {delay} s ({margin_s} s before the "
+                                 "deadline), then the job is requeued",))
+    if joined == 0:
+        return TimerPlan(delay, (f"no rank has joined the protocol: the program is stopped in "
+                                 f"{delay} s ({margin_s} s before the deadline) unless it joins "
+                                 "first",))
+    return TimerPlan(delay, ())
+
+
+@dataclass(frozen=True)
+class DeadlineAction:
+    """What the batch script does when its stop timer fires.
+
+    Attributes:
+        action: ``"wait"`` (ranks joined: their checkpoint is coming), ``"stop"`` (TERM to the
+            program, KILL after the grace, then the job is requeued), or ``"none"`` (no step
+            runs).
+        log: lines for the job log.
+    """
+
+    action: str
+    log: tuple[str, ...]
+
+
+def at_deadline(*, protocol: str, joined: int, step_running: bool) -> DeadlineAction:
+    """The answer when the deadline less the margin is reached.
+
+    A program that joined the protocol is trusted to checkpoint and leave (its ranks saw the flag
+    file); a program that did not join, or one whose ``program.protocol`` is ``requeue``, is
+    stopped so that the job is requeued before Slurm kills it at the deadline.
+    """
+    if protocol != REQUEUE_ONLY and joined > 0:
+        return DeadlineAction("wait", (f"deadline margin reached; {joined} rank(s) joined the "
+                                       "protocol: waiting for their checkpoint",))
+    if not step_running:
+        return DeadlineAction("none", ())
+    return DeadlineAction("stop", ("deadline margin reached: stopping the program (it did not "
+                                   "join the protocol) to requeue the job",))
+
+
+def mirror_budget_s(deadline_s: int, now_s: int) -> int:
+    """Seconds the S3 mirror may take to drain its last commit: until :data:`MIRROR_RESERVE_S`
+    before the deadline, never negative. A mirror still running then is killed, and its copy,
+    which has no record, is never used (docs/checkpoints.md)."""
+    return max(deadline_s - MIRROR_RESERVE_S - now_s, 0)
