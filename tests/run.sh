@@ -3,8 +3,9 @@
 #
 # Phases, each timed: install everything the tests need (scripts/install.sh --dev); start the
 # local emulated Slurm cluster; the tests that need no cluster, spread over the machine's cores
-# (pytest-xdist); the tests on the real cluster, one at a time (they share its 2 nodes); then,
-# on a full green run, the benchmarks at their CI size (bench/run_all.sh --ci).
+# (pytest-xdist); the tests on the real cluster, two at a time, then those that need it alone
+# (marked cluster_alone); then, on a full green run, the benchmarks at their CI size
+# (bench/run_all.sh --ci).
 # Extra arguments go to one plain pytest run instead (and skip the benchmarks). Safe to rerun.
 # Exit codes: pytest's (0 = every test passed), else non-zero when a benchmark crashed or a
 # set-up step failed.
@@ -58,9 +59,15 @@ main() {
   phase "running the tests that need no cluster (2 workers)"
   "${pytest[@]}" -n 2 --dist loadfile --durations=15 -m "not slurm" || rc=$?
   phase_done "tests without the cluster"
-  phase "running the tests on the local cluster"
-  "${pytest[@]}" --durations=25 -m slurm || rc=$?
+  # The cluster's tests two at a time (Slurm queues a job until its CPUs are free; each test has
+  # its own run directory and HPCFLOW_HOME), then, one at a time, those that need the cluster to
+  # themselves: they kill a daemon, drain a node, stop the cluster or preempt every partition.
+  phase "running the tests on the local cluster (2 workers)"
+  "${pytest[@]}" -n 2 --dist loadfile --durations=25 -m "slurm and not cluster_alone" || rc=$?
   phase_done "tests on the local cluster"
+  phase "running the cluster tests that need it alone"
+  "${pytest[@]}" --durations=10 -m "slurm and cluster_alone" || rc=$?
+  phase_done "cluster tests alone"
   if ((rc == 0)); then
     # The benchmarks at their CI size: figures only, never a failure on time.
     phase "running the benchmarks (bench/run_all.sh --ci)"

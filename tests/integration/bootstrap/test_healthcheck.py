@@ -93,6 +93,7 @@ def _node(name: str) -> dict[str, str]:
 
 
 @pytest.mark.slurm
+@pytest.mark.cluster_alone
 def test_missing_gpu_drains_the_node_on_the_local_cluster(sandbox):
     """The installed prolog, run as slurmd would on node n2 with one GPU missing, drains n2 on the
     real local cluster with its reason; n2 is resumed at once whatever happens."""

@@ -20,7 +20,7 @@ from slurm_helpers import wait_for
 from hpcflow.local_cluster import manager
 from hpcflow.local_cluster import processes as procs
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]
 
 
 def test_status_with_slurmctld_stopped_says_unreachable_within_the_budget(submit_job,

@@ -35,7 +35,7 @@ from hpcflow.local_cluster import manager
 from hpcflow.local_cluster import processes as procs
 from hpcflow.local_cluster.daemons import query_nodes
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]
 
 STEPS = 60
 INTERVAL = 5

@@ -26,7 +26,7 @@ from slurm_helpers import wait_for
 from hpcflow.protocol import TAG_STARTUP, TAG_STEP
 from hpcflow.runtime.startup import PHASES
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]
 
 STEPS = 40
 

@@ -19,7 +19,7 @@ from slurm_helpers import wait_for
 from hpcflow import protocol as P
 from hpcflow.jobs.report import load_report
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]
 
 PY = sys.executable
 PROGRAMS = Path(__file__).resolve().parents[2] / "programs"
