@@ -313,7 +313,8 @@ def attempt_suffix(job_id: str, restart: int) -> str:
 
 
 def flag_name(job_id: str, restart: int) -> str:
-    """File name of the preemption flag the trap writes (``preempt-<job>-<restart>.flag``)."""
+    """File name of the preemption flag the supervisor writes at the warning
+    (``preempt-<job>-<restart>.flag``)."""
     return f"preempt-{attempt_suffix(job_id, restart)}.flag"
 
 

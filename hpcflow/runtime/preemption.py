@@ -1,7 +1,8 @@
 """Notice a preemption request and agree on it across ranks (docs/protocol.md, steps 3-4).
 
-A request reaches a rank three ways: SIGUSR1 (the batch script's trap forwards it through srun,
-which passes USR1 to its tasks unchanged, srun(1) "SIGNALS"), the flag file the trap writes, or
+A request reaches a rank three ways: SIGUSR1 (at the batch script's warning the supervisor
+forwards it through srun, which passes USR1 to its tasks unchanged, srun(1) "SIGNALS"), the flag
+file the supervisor writes then, or
 SIGTERM: Slurm's own preemption sends TERM to every task of the job's steps at the start of
 ``GraceTime`` (slurm.conf(5) GraceTime; preempt.html; seen on Slurm 22.05 with and without
 ``preempt_send_user_signal``), and a rank that died of it would lose the grace time. So TERM is a
@@ -69,9 +70,9 @@ class PreemptionMonitor:
 
         Creates ``<joined_dir>/<rank>`` holding ``<pid> <node>``: the node is Slurm's name for
         it (``SLURMD_NODENAME``, set in every task's environment; srun(1)), else the host
-        name; the batch script blames a rank that died without an exit record on that node
-        (``resilience.exclude_after_failures``). The trap forwards the signal to the step only once
-        every rank has done so, so it never reaches a process that would die of it. Nothing is
+        name; the supervisor blames a rank that died without an exit record on that node
+        (``resilience.exclude_after_failures``). The supervisor forwards the signal to the step
+        only once every rank has done so, so it never reaches a process that would die of it. Nothing is
         announced when the handler could not be installed (not the main thread).
 
         Args:

@@ -40,7 +40,7 @@ class RunConfig:
             the preemption checkpoint, or ``None``.
         max_requeues: ``HPCFLOW_MAX_REQUEUES``, for information only, or ``None``.
         joined_dir: ``HPCFLOW_JOINED_DIR``, where each rank announces that it installed its
-            signal handler (the trap forwards USR1 only once every rank has), or ``None``.
+            signal handler (the supervisor forwards USR1 only once every rank has), or ``None``.
         parallelism: ``HPCFLOW_PARALLELISM`` as ``{"dp", "pp", "tp"}`` (the job spec's
             ``parallelism``), or ``None`` when the spec gives none.
         preempt_signal: ``HPCFLOW_PREEMPT_SIGNAL``, the warning signal's number (SIGUSR1 by
