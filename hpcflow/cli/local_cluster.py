@@ -91,10 +91,14 @@ def status_cmd(nodes: int, controller_port: int, node_base_port: int, as_json: b
               "requeued preemption.requeue_margin_s before then.")
 @click.option("--timeout-s", default=1800.0, show_default=True, type=click.FloatRange(1),
               help="Give up after this many seconds.")
+@click.option("--by", type=click.Choice(["signal", "slurm"]), default="signal", show_default=True,
+              help="signal: send the warning as --signal=B: does, with a notice. slurm: Slurm's "
+              "own preemption: the job runs in the preemptible partition and an urgent job "
+              "takes its nodes (TERM, then GraceTime to checkpoint and requeue).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @handles_errors
 def rehearse_cmd(spec: str, overrides: tuple[str, ...], preemptions: int, preempt_after_s: float,
-                 notice_s: float, timeout_s: float, as_json: bool) -> None:
+                 notice_s: float, timeout_s: float, by: str, as_json: bool) -> None:
     """Submit SPEC and preempt it: after --preempt-after-s of each attempt, send the spec's
     warning signal (USR1 unless preemption.signal says USR2) to the batch shell exactly as
     Slurm's --signal=B:USR1@<lead> would, watch the job checkpoint,
@@ -104,7 +108,7 @@ def rehearse_cmd(spec: str, overrides: tuple[str, ...], preemptions: int, preemp
     from hpcflow.local_cluster.rehearse import rehearse
 
     result = rehearse(spec, overrides, preemptions=preemptions, preempt_after_s=preempt_after_s,
-                      notice_s=notice_s, timeout_s=timeout_s, log=_log)
+                      notice_s=notice_s, timeout_s=timeout_s, by=by, log=_log)
     if as_json:
         emit_json({"job_id": result.job_id, "status": result.status.to_dict(),
                    "preemptions_sent": result.preemptions_sent, "requeues": result.requeues})

@@ -8,6 +8,12 @@ default) to the batch shell exactly as Slurm's ``--signal=B:USR1@<lead>`` would
 the job's own answer: checkpoint, commit, requeue; or, for a program that does not join the
 protocol, stop and requeue shortly before the notice's deadline. Finally it follows the job to
 its end and reports what happened.
+
+With ``by="slurm"`` the preemption is Slurm's own instead: the job runs in the local cluster's
+``preemptible`` partition, and a job of the ``urgent`` partition that wants its nodes is
+submitted (``PreemptType=preempt/partition_prio``, ``PreemptMode=REQUEUE``; slurm.conf(5),
+Slurm's preempt.html). Slurm sends TERM to the job's steps, moves its end time to now +
+``GraceTime``, and the job must checkpoint (or the program save) and requeue within it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from hpcflow import protocol
 from hpcflow.errors import HpcflowError
 from hpcflow.jobs import records, service
 from hpcflow.jobs.status import JobStatus
+from hpcflow.local_cluster.config import PREEMPTIBLE, URGENT
 from hpcflow.slurm.client import SlurmClient
 
 Log = Callable[[str], None]
@@ -63,11 +70,14 @@ SPOT_NOTICE_S = 120.0
 #: Seconds ranks that joined the protocol may take to report their first training step
 #: (imports, rendezvous, loading a checkpoint) before they are preempted anyway.
 STARTUP_ALLOWANCE_S = 120.0
+#: How a rehearsal preempts: the warning signal as ``--signal=B:`` sends it, or Slurm's own
+#: preemption by a job of a higher partition tier.
+PREEMPT_BY = ("signal", "slurm")
 
 
 def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemptions: int = 1,
              preempt_after_s: float = 20.0, notice_s: float = SPOT_NOTICE_S,
-             timeout_s: float = 1800.0,
+             timeout_s: float = 1800.0, by: str = "signal",
              client: SlurmClient | None = None, log: Log = lambda _m: None) -> Rehearsal:
     """Submit a job and preempt it ``preemptions`` times, then follow it to its end.
 
@@ -81,14 +91,22 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
         notice_s: the warning says the nodes go away this many seconds later; a program that
             does not join the protocol is stopped and requeued ``requeue_margin_s`` before then.
         timeout_s: give up after this many seconds in total.
+        by: ``"signal"`` (the warning signal and a notice) or ``"slurm"`` (Slurm's own
+            preemption: the job runs in the ``preemptible`` partition, whatever the spec says,
+            and an ``urgent`` job takes its nodes; ``notice_s`` is not used).
         client: the Slurm client.
         log: progress sink, one line per call.
 
     Raises:
-        HpcflowError: the job ended or stalled before the rehearsal could finish.
+        HpcflowError: ``by`` is not one of :data:`PREEMPT_BY`, or the job ended or stalled
+            before the rehearsal could finish.
     """
     from hpcflow.spec.job import load_job_spec
 
+    if by not in PREEMPT_BY:
+        raise HpcflowError(f"rehearse: by is {by!r}; allowed: {', '.join(PREEMPT_BY)}")
+    if by == "slurm":
+        overrides = (*overrides, f"partition={PREEMPTIBLE}")
     client = client or SlurmClient()
     warning = load_job_spec(spec_path, overrides).preemption.signal  # what Slurm would send
     result = service.submit(spec_path, overrides, client=client)
@@ -146,11 +164,21 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
         if _ended(events()):
             log("job ended before its preemption warning")
             break
-        _leave_notice(run_dir, job_id, notice_s)
-        client.cancel(job_id, signal=warning, batch_only=True)
-        sent += 1
-        log(f"sent {warning} to the batch shell of job {job_id} (preemption warning {sent}; the "
-            f"nodes go away in {notice_s:.0f} s)")
+        if by == "slurm":
+            nodes = str(start.get("nodelist") or "")
+            urgent = client.submit_wrap("sleep 1", [
+                "--partition", URGENT, "--exclusive", "--time", "1:00", "--output", "/dev/null",
+                "--job-name", "hpcflow-rehearse-preemptor", *(["--nodelist", nodes] if nodes else [])])
+            sent += 1
+            log(f"asked Slurm to preempt job {job_id}: urgent job {urgent} wants its nodes "
+                f"{nodes or '?'} (preemption {sent}; the job has the {PREEMPTIBLE} partition's "
+                "GraceTime to checkpoint and requeue)")
+        else:
+            _leave_notice(run_dir, job_id, notice_s)
+            client.cancel(job_id, signal=warning, batch_only=True)
+            sent += 1
+            log(f"sent {warning} to the batch shell of job {job_id} (preemption warning {sent}; "
+                f"the nodes go away in {notice_s:.0f} s)")
         gone = _GoneWatcher(job_id, client)
         outcome = _wait(lambda a=attempt, g=gone: next((e for e in events() if e.get("event") in
                         ("requeue", "job_end") and int(e.get("restart", -1)) == a), None)

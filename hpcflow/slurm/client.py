@@ -186,6 +186,22 @@ class SlurmClient:
         except ValueError as exc:
             raise SubmitError(f"{exc} {_evidence(argv, result)}") from None
 
+    def submit_wrap(self, command: str, options: Sequence[str] = ()) -> str:
+        """Submit a one-line job (``sbatch --parsable <options> --wrap <command>``; sbatch(1)
+        ``--wrap``) and return its id: what a rehearsal uses to make Slurm preempt a job.
+
+        Raises:
+            SubmitError: as :meth:`submit`.
+        """
+        argv = ["sbatch", "--parsable", *options, "--wrap", command]
+        result = self._run(argv, error=SubmitError, retry_re=NOT_SENT_RE)
+        if result.returncode != 0:
+            raise SubmitError(f"sbatch refused the job {_evidence(argv, result)}")
+        try:
+            return parse_sbatch_parsable(result.stdout)
+        except ValueError as exc:
+            raise SubmitError(f"{exc} {_evidence(argv, result)}") from None
+
     def cancel(self, job_id: str, *, signal: str | None = None, batch_only: bool = False) -> None:
         """Cancel a job, or send it a signal (scancel(1) ``--signal``, ``--batch``).
 

@@ -16,13 +16,25 @@ from hpcflow.jobs import records, service
 class Job:
     """A job submitted through hpcflow's own submit path, with helpers to watch it."""
 
-    def __init__(self, spec_path: Path, overrides: tuple[str, ...] = ()) -> None:
+    def __init__(self, spec_path: Path | None, overrides: tuple[str, ...] = ()) -> None:
+        if spec_path is None:  # Job.of: a job something else submitted
+            return
         result = service.submit(spec_path, overrides)
         assert result.job_id
         self.job_id: str = result.job_id
         self.run_dir = result.run_dir
         self.log_path = result.log_path
         print(f"submitted job {self.job_id} in {self.run_dir}")
+
+    @classmethod
+    def of(cls, job_id: str, run_dir: Path) -> Job:
+        """The job ``job_id`` of ``run_dir``, submitted by something else (a rehearsal)."""
+        job = cls(None)
+        job.job_id, job.run_dir = str(job_id), Path(run_dir)
+        logs = sorted(job.run_dir.glob(f"*-{job_id}.out"))
+        assert len(logs) == 1, logs
+        job.log_path = logs[0]
+        return job
 
     def events(self) -> list[dict[str, Any]]:
         return records.job_events(self.run_dir, self.job_id)

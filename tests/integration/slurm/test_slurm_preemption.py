@@ -4,17 +4,19 @@ preemption"): a job of the ``urgent`` partition takes the nodes of a ``preemptib
 user-signal option). Slurm TERMs the job's steps and moves its end time; nothing reaches the
 batch shell. A program on hpcflow's runtime checkpoints inside the grace time, a script that
 saves on TERM and exits 0 saves; either way the job is requeued once, resumes, and its ending
-says ``preempted_slurm``."""
+says ``preempted_slurm``. The first case goes through ``hpcflow local-cluster rehearse --by
+slurm`` (which moves the job from the spec's ``debug`` to the ``preemptible`` partition)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from slurm_helpers import wait_for
+from slurm_helpers import Job, wait_for
 
 from hpcflow import protocol as P
 from hpcflow.jobs.report import load_report
@@ -51,14 +53,24 @@ def ended_preempted_by_slurm(job) -> None:  # noqa: ANN001
     assert rep.attempts[1].ending == P.ENDING_COMPLETED
 
 
-def test_a_program_on_the_runtime_checkpoints_inside_the_grace_time(submit_job):
-    job = submit_job(spec("api", [PY, str(PROGRAMS / "fsdp_loop.py"), "--steps", "30",
-                                  "--step-time-s", "0.3"],
-                          checkpoint={"keep": 2, "interval_steps": 0}))
-    steps = lambda: re.findall(r"^hpcflow-step ", job.log(), re.M)  # noqa: E731
-    wait_for(lambda: len(steps()) >= 4, 400, "the first steps")
-    preempt(job)
-    requeue = wait_for(lambda: job.event("requeue", restart=0), 120, "the requeue")
+def test_a_program_on_the_runtime_checkpoints_inside_the_grace_time(
+        local_cluster, hpcflow_home, tmp_path):
+    """Rehearsed as a user would: ``hpcflow local-cluster rehearse --by slurm``."""
+    path = tmp_path / "api.yaml"
+    path.write_text(json.dumps({  # JSON is YAML
+        **spec("api", [PY, str(PROGRAMS / "fsdp_loop.py"), "--steps", "30",
+                       "--step-time-s", "0.3"], checkpoint={"keep": 2, "interval_steps": 0}),
+        "partition": "debug", "run_dir": str(tmp_path / "run")}))
+    cmd = [PY, "-m", "hpcflow", "local-cluster", "rehearse", str(path), "--by", "slurm",
+           "--preempt-after-s", "3", "--timeout-s", "500", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=550)
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout)["data"]
+    assert out["preemptions_sent"] == 1 and out["requeues"] == 1
+    assert re.search(r"asked Slurm to preempt job \d+: urgent job \d+ wants its nodes", proc.stderr)
+    job = Job.of(out["job_id"], tmp_path / "run")
+    requeue = job.event("requeue", restart=0)
     assert isinstance(requeue["step"], int) and requeue["step"] >= 4  # a committed checkpoint
     ended_preempted_by_slurm(job)
     resumes = [int(n) for n in re.findall(r'^hpcflow-resume \{"step": (\d+)\}', job.log(), re.M)]

@@ -65,6 +65,14 @@ def test_submit_returns_the_job_id() -> None:
     assert client(runner).submit("/scratch/capture/run.sh", chdir="/scratch/capture") == "32"
 
 
+def test_submit_wrap_passes_the_command_as_one_word_and_refusals_raise() -> None:
+    runner = Scripted((0, "41\n", ""), (1, "", "sbatch: error: invalid partition specified: x"))
+    assert client(runner).submit_wrap("sleep 1", ["--partition", "urgent"]) == "41"
+    assert runner.calls[0] == ["sbatch", "--parsable", "--partition", "urgent", "--wrap", "sleep 1"]
+    with pytest.raises(SubmitError, match="invalid partition"):
+        client(runner).submit_wrap("sleep 1", ["--partition", "x"])
+
+
 def test_submit_path_with_spaces_is_one_argument() -> None:
     runner = Replay("sbatch_spaces")
     job_id = client(runner).submit(
