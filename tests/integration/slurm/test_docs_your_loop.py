@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,19 +42,22 @@ def test_the_example_runs_alone_as_one_process():
     assert len(re.findall(r"^hpcflow-step ", proc.stdout, re.M)) == 5
 
 
-def test_the_commands_of_the_doc_run(local_cluster, hpcflow_home):
+def test_the_commands_of_the_doc_run(local_cluster, hpcflow_home, tmp_path):
     """Every line of every bash block; the rehearsals run side by side (the three jobs fit the
-    local cluster's 2 x 4 CPUs together)."""
+    local cluster's 2 x 4 CPUs together). They run in a copy of the examples, whose run
+    directories (``../runs/<name>``, relative to the spec) are then new: checkpoints of an earlier
+    run in the checkout would make a job resume at its last step and finish before its warning."""
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     lines = [ln for block in blocks("bash") for ln in block.strip().splitlines()]
     rehearsals = [ln for ln in lines if " rehearse " in ln]
     assert len(rehearsals) == 3
     for line in (ln for ln in lines if ln not in rehearsals):
         print("+", line)
-        proc = subprocess.run(shlex.split(line), cwd=REPO, env=env, capture_output=True,
+        proc = subprocess.run(shlex.split(line), cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=300)
         assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
-    running = [subprocess.Popen(shlex.split(line), cwd=REPO, env=env, stdout=subprocess.PIPE,
+    running = [subprocess.Popen(shlex.split(line), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for line in rehearsals]
     for line, proc in zip(rehearsals, running, strict=True):
         out, err = proc.communicate(timeout=900)
