@@ -63,7 +63,7 @@ main() {
   # its own run directory and HPCFLOW_HOME), then, one at a time, those that need the cluster to
   # themselves: they kill a daemon, drain a node, stop the cluster or preempt every partition.
   phase "running the tests on the local cluster (2 workers)"
-  "${pytest[@]}" -n 2 --dist loadfile --durations=25 -m "slurm and not cluster_alone" || rc=$?
+  "${pytest[@]}" -n 2 --dist worksteal --durations=25 -m "slurm and not cluster_alone" || rc=$?
   phase_done "tests on the local cluster"
   phase "running the cluster tests that need it alone"
   "${pytest[@]}" --durations=10 -m "slurm and cluster_alone" || rc=$?
