@@ -178,13 +178,7 @@ class SlurmClient:
         if chdir is not None:
             argv.append(f"--chdir={chdir}")
         argv.append(str(script_path))
-        result = self._run(argv, error=SubmitError, retry_re=NOT_SENT_RE)
-        if result.returncode != 0:
-            raise SubmitError(f"sbatch refused the job {_evidence(argv, result)}")
-        try:
-            return parse_sbatch_parsable(result.stdout)
-        except ValueError as exc:
-            raise SubmitError(f"{exc} {_evidence(argv, result)}") from None
+        return self._sbatch(argv)
 
     def submit_wrap(self, command: str, options: Sequence[str] = ()) -> str:
         """Submit a one-line job (``sbatch --parsable <options> --wrap <command>``; sbatch(1)
@@ -193,7 +187,9 @@ class SlurmClient:
         Raises:
             SubmitError: as :meth:`submit`.
         """
-        argv = ["sbatch", "--parsable", *options, "--wrap", command]
+        return self._sbatch(["sbatch", "--parsable", *options, "--wrap", command])
+
+    def _sbatch(self, argv: list[str]) -> str:
         result = self._run(argv, error=SubmitError, retry_re=NOT_SENT_RE)
         if result.returncode != 0:
             raise SubmitError(f"sbatch refused the job {_evidence(argv, result)}")
