@@ -83,10 +83,18 @@ import json, os, signal, sys, time
 mode = os.environ["TEST_MODE"]
 log = os.environ["SHIM_LOG"]
 signalled = []
+def on_usr1(*_):
+    signalled.append(1)
+    with open(os.path.join(log, "usr1-at"), "w") as f:
+        f.write(repr(time.time()))
 if mode == "ignore-usr1":
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 else:
-    signal.signal(signal.SIGUSR1, lambda *_: signalled.append(1))
+    signal.signal(signal.SIGUSR1, on_usr1)
+joins = bool(os.environ.get("TEST_JOIN"))  # says it has a handler, as hpcflow.runtime does
+if joins:
+    with open(os.path.join(os.environ["HPCFLOW_JOINED_DIR"], "0"), "w") as f:
+        f.write(f"{os.getpid()} n1")
 with open(os.path.join(log, "seen.json"), "w") as f:
     env = {k: v for k, v in os.environ.items() if k.startswith(("HPCFLOW_", "USER_"))}
     json.dump({"argv": sys.argv[1:], "env": env}, f)
@@ -100,7 +108,7 @@ if mode == "unaware":  # never looks at the flag file; TERM (default action) end
     sys.exit(99)
 deadline = time.time() + 20
 while time.time() < deadline:
-    if signalled or os.path.exists(os.environ["HPCFLOW_PREEMPT_FLAG"]):
+    if signalled or (not joins and os.path.exists(os.environ["HPCFLOW_PREEMPT_FLAG"])):
         break
     time.sleep(0.01)
 else:
@@ -204,6 +212,7 @@ def run_script(
                 state = run_dir / ".hpcflow"
                 (state / "notice-4242").write_text(f"{int(time.time() + notice_in_s)}\n")
             for _ in range(usr1):
+                (log / "usr1-sent").write_text(repr(time.time()))
                 proc.send_signal(sig)
                 time.sleep(0.05)
         _, stderr = proc.communicate(timeout=60)
@@ -267,6 +276,20 @@ def test_usr1_with_committed_checkpoint_requeues_once_and_exits_zero(
     assert run.event("signal")["signal"] == "USR1"
     assert (run.run_dir / ".hpcflow" / "preempt-4242-0.flag").exists()
     assert "hpcflow: " in run.stderr and "requeueing 4242" in run.stderr
+
+
+def test_the_warning_reaches_ranks_that_joined_within_a_second_and_requeues(harness):
+    """Every rank joined: the trap's supervisor writes the flag file and forwards USR1 to the
+    step (srun passes it on), well inside a second of the warning, while the step runs."""
+    run = run_script(harness, "preempt", usr1=1, env={"TEST_JOIN": "1"})
+    assert run.rc == 0, run.stderr
+    signal_event = run.event("signal")
+    assert signal_event["forwarded"] is True and signal_event["joined"] == 1
+    sent = float((harness["log"] / "usr1-sent").read_text())
+    got = float((harness["log"] / "usr1-at").read_text())
+    assert 0 <= got - sent < 1.0, got - sent
+    assert run.requeues == ["requeue 4242"] and run.event("requeue")["step"] == 7
+    assert "not forwarded" not in run.stderr
 
 
 def test_two_signals_still_requeue_once(harness: dict[str, Path]) -> None:
