@@ -150,8 +150,10 @@ TAG_RESUME = "hpcflow-resume"
 TAG_CHECKPOINT = "hpcflow-checkpoint"
 TAG_PREEMPTED = "hpcflow-preempted"
 TAG_DONE = "hpcflow-done"
-#: Once per process, at its first step: where the start-up went (:mod:`hpcflow.runtime.startup`).
+#: Once per process, at its first step: where the start-up went (:mod:`hpcflow.runtime.startup`):
+#: each of :data:`STARTUP_PHASES` and ``total_s``, in seconds.
 TAG_STARTUP = "hpcflow-startup"
+STARTUP_PHASES = ("launch_s", "imports_s", "join_s", "build_s", "restore_s", "first_step_s")
 
 # ---- Ledger events and job-end reasons the supervisor (:mod:`hpcflow.supervisor`) writes.
 #: Version of this contract, recorded in the run directory (:data:`VERSION_FILE`) by the first

@@ -18,8 +18,8 @@ from hpcflow.cli.output import JsonCommand, check_job_id, emit_json, handles_err
 def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     """Goodput ledger of a job: pending, startup, training, checkpointing and lost time per
     attempt, how each attempt ended, every failure with the steps it lost, the checkpoint
-    interval `checkpoint.interval: auto` chose and why, the goodput (training / wall), and an
-    SVG timeline. --json also carries the measured save, restart and
+    interval `checkpoint.interval: auto` chose and why, where each attempt's start-up went
+    (programs on hpcflow's Run), the goodput (training / wall), and an SVG timeline. --json also carries the measured save, restart and
     start-up costs and failure rate that `hpcflow plan goodput --from-job` reads."""
     from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.endings import excluded_nodes
@@ -28,6 +28,7 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     from hpcflow.jobs.measured import measured_costs
     from hpcflow.jobs.notices import notice_outcomes
     from hpcflow.jobs.report import load_report
+    from hpcflow.jobs.startup import startup_line
     from hpcflow.jobs.timeline import render_svg
     from hpcflow.jobs.tracebacks import error_lines
 
@@ -87,6 +88,8 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
             click.echo(interval_line(a.restart + 1, choice))
         for hang in a.suspected_hangs:
             click.echo(suspicion_line(a.restart + 1, hang))
+        if a.startup_phases:
+            click.echo(startup_line(a.restart + 1, a.startup_phases))
     for n in notices:
         click.echo(n.line())
     if mirror is not None:

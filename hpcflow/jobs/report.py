@@ -27,12 +27,14 @@ from hpcflow import protocol as P
 from hpcflow.jobs.hangs import suspected_hangs
 from hpcflow.jobs.intervals import interval_choice
 from hpcflow.jobs.joblog import SRUN_TASK, TIME, read_text, split_log, steps_in
+from hpcflow.jobs.startup import startup_phases
 from hpcflow.protocol import (
     FAILURE_EVENT_KIND,
     REASON_REQUEUED_NO_CHECKPOINT,
     TAG_CHECKPOINT,
     TAG_RESUME,
     TAG_START,
+    TAG_STARTUP,
     TAG_STEP,
 )
 
@@ -72,6 +74,9 @@ class AttemptLedger:
             ``expected_goodput`` (0..1); empty for a fixed interval.
         suspected_hangs: each hang the watchdog suspected in the attempt (its stacks written,
             the step going on) and what became of it (:func:`hpcflow.jobs.hangs.suspected_hangs`).
+        startup_phases: seconds of each start-up phase of the attempt's first program start,
+            from rank 0's ``hpcflow-startup`` line (:mod:`hpcflow.jobs.startup`); empty when the
+            program does not use hpcflow's ``Run``.
     """
 
     restart: int
@@ -92,6 +97,7 @@ class AttemptLedger:
     network: str = ""
     intervals: list[dict[str, Any]] = field(default_factory=list)
     suspected_hangs: list[dict[str, Any]] = field(default_factory=list)
+    startup_phases: dict[str, float] = field(default_factory=dict)
     # From the log and the ledger, for the computation; not part of the report's JSON.
     step_times: dict[int, float] = field(default_factory=dict, repr=False)
     segments: list[dict[int, float]] = field(default_factory=list, repr=False)
@@ -279,6 +285,8 @@ def _fill_from_log(att: AttemptLedger, lines: list[tuple[str, dict[str, Any]]]) 
             att.checkpointing_s += float(payload.get("save_s", 0.0))
             if "save_s" in payload and not payload.get("failed"):
                 att.save_times.append(float(payload["save_s"]))
+        elif tag == TAG_STARTUP and not att.startup_phases:
+            att.startup_phases = startup_phases(payload)
         elif tag == TAG_RESUME and "step" in payload and att.resumed_from is None:
             att.resumed_from = int(payload["step"])
         elif tag == TIME:

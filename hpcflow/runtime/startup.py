@@ -28,9 +28,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpcflow.protocol import ENV_ATTEMPT_T0
+from hpcflow.protocol import ENV_ATTEMPT_T0, STARTUP_PHASES
 
-PHASES = ("launch_s", "imports_s", "join_s", "build_s", "restore_s", "first_step_s")
+PHASES = STARTUP_PHASES
 
 
 def process_start_time(stat_path: str | os.PathLike[str] = "/proc/self/stat",

@@ -197,8 +197,10 @@ def expected_header(job: JobSpec) -> dict[str, str | None]:
         "--cpus-per-task": str(job.cpus_per_task), "--job-name": job.name,
         "--nodes": str(job.nodes), "--ntasks-per-node": str(job.tasks_per_node),
         "--open-mode": "append", "--output": f"{job.run_dir}/%x-%j.out", "--requeue": None,
-        "--signal": f"B:USR1@{job.preemption.signal_lead_s}", "--time": job.time_limit,
+        "--time": job.time_limit,
     }
+    if job.preemption.signal_lead_s:  # a lead of 0 (limits of 2 min or less): no warning at all
+        want["--signal"] = f"B:{job.preemption.signal}@{job.preemption.signal_lead_s}"
     if job.gpus_per_node:
         want["--gpus-per-node"] = str(job.gpus_per_node)
     if job.partition:
