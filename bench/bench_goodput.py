@@ -11,7 +11,7 @@ checkpoints, requeues itself and resumes, and the last attempt runs to the end. 
 update StartTime=now``: Slurm kills a requeued batch job that starts before ``cred_expire`` ("Job
 credential revoked"), so the requeue delay is waited out and counted as pending.
 
-Figures come from ``hpcflow report``'s ledger (:func:`hpcflow.jobs.report.load_report`: the
+Figures come from ``hpcflow report``'s ledger (:func:`hpcflow.jobs.report_load.load_report`: the
 run's ledger ``<run_dir>/.hpcflow/events.jsonl``, whole seconds, and rank 0's ``hpcflow-step``,
 ``hpcflow-checkpoint`` lines in the job log), so its goodput is the report's:
 
@@ -62,7 +62,8 @@ from machine import header, verdict
 from hpcflow.errors import HpcflowError
 from hpcflow.jobs import records
 from hpcflow.jobs.joblog import read_text, split_log
-from hpcflow.jobs.report import GoodputReport, load_report
+from hpcflow.jobs.report import GoodputReport
+from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster.rehearse import rehearse
 from hpcflow.protocol import TAG_STARTUP
 from hpcflow.runtime.startup import PHASES

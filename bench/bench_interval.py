@@ -58,7 +58,7 @@ from goodput_failures import first_step_after
 from machine import header, verdict
 
 from hpcflow.jobs import records, service
-from hpcflow.jobs.report import load_report
+from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster.processes import rank_pid
 
 TRAIN = "hpcflow.examples.train"

@@ -18,7 +18,7 @@ times; then the job runs to its end.
   script counts each such requeue against ``resilience.max_failures`` (kills + 1 here) and the
   next attempt resumes from the latest committed checkpoint.
 
-Figures per job, from ``hpcflow report``'s ledger (:func:`hpcflow.jobs.report.load_report`) and
+Figures per job, from ``hpcflow report``'s ledger (:func:`hpcflow.jobs.report_load.load_report`) and
 rank 0's ``<run_dir>/metrics.jsonl`` (Unix time and ``step_time_s`` of every step):
 
 - goodput = training / wall; goodput holding nodes = training / (wall - pending);
@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 
 from hpcflow.jobs import records, service
-from hpcflow.jobs.report import load_report
+from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster.processes import rank_pid
 
 ARMS = (("in-job restart", True), ("requeue", False))

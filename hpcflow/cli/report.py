@@ -19,15 +19,16 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     """Goodput ledger of a job: pending, startup, training, checkpointing and lost time per
     attempt, how each attempt ended, every failure with the steps it lost, the checkpoint
     interval `checkpoint.interval: auto` chose and why, where each attempt's start-up went
-    (programs on hpcflow's Run), the goodput (training / wall), and an SVG timeline. --json also carries the measured save, restart and
-    start-up costs and failure rate that `hpcflow plan goodput --from-job` reads."""
+    (programs on hpcflow's Run), the goodput (training / wall), and an SVG timeline. --json
+    also carries the measured save, restart and start-up costs and failure rate that `hpcflow
+    plan goodput --from-job` reads."""
     from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.endings import excluded_nodes
     from hpcflow.jobs.hangs import suspicion_line
     from hpcflow.jobs.intervals import interval_line
     from hpcflow.jobs.measured import measured_costs
     from hpcflow.jobs.notices import notice_outcomes
-    from hpcflow.jobs.report import load_report
+    from hpcflow.jobs.report_load import load_report
     from hpcflow.jobs.startup import startup_line
     from hpcflow.jobs.timeline import render_svg
     from hpcflow.jobs.tracebacks import error_lines

@@ -74,9 +74,9 @@ def job_measured_costs(job_id: str) -> dict[str, Any]:
     """:func:`measured_costs` of a job submitted with hpcflow, read from its run directory.
 
     Raises:
-        SlurmQueryError: no hpcflow record of the job (:func:`hpcflow.jobs.report.load_report`).
+        SlurmQueryError: no hpcflow record of the job (:func:`hpcflow.jobs.report_load.load_report`).
     """
-    from hpcflow.jobs.report import load_report
+    from hpcflow.jobs.report_load import load_report
 
     report, _ = load_report(job_id)
     return measured_costs(report)

@@ -30,7 +30,7 @@ from slurm_helpers import wait_for
 
 from hpcflow import protocol
 from hpcflow.jobs.joblog import split_log
-from hpcflow.jobs.report import load_report
+from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster import manager
 from hpcflow.local_cluster import processes as procs
 from hpcflow.local_cluster.daemons import query_nodes

@@ -19,7 +19,7 @@ from slurm_helpers import wait_for
 
 from hpcflow import protocol
 from hpcflow.cli.main import cli
-from hpcflow.jobs.report import load_report
+from hpcflow.jobs.report_load import load_report
 
 pytestmark = [pytest.mark.slurm]
 

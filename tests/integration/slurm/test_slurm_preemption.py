@@ -19,7 +19,7 @@ import pytest
 from slurm_helpers import Job, wait_for
 
 from hpcflow import protocol as P
-from hpcflow.jobs.report import load_report
+from hpcflow.jobs.report_load import load_report
 
 pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]
 

@@ -18,7 +18,7 @@ import pytest
 from slurm_helpers import wait_for
 
 from hpcflow import protocol
-from hpcflow.jobs.report import load_report
+from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster.processes import environ
 
 pytestmark = [pytest.mark.slurm]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hpcflow.jobs import records, service
-from hpcflow.jobs.report import load_report
+from hpcflow.jobs.report_load import load_report
 
 OTHER_UID = 12345
 SECRET = "tok-3141592653"

@@ -12,7 +12,8 @@ import pytest
 
 from hpcflow import protocol as P
 from hpcflow.jobs import records
-from hpcflow.jobs.report import build_report, load_report
+from hpcflow.jobs.report import build_report
+from hpcflow.jobs.report_load import load_report
 
 T0 = 1_800_000_000.0
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from hpcflow import protocol as P
 from hpcflow.jobs import records
-from hpcflow.jobs.report import load_report
+from hpcflow.jobs.report_load import load_report
 from hpcflow.jobs.tracebacks import TRACEBACK_LINES, bounded, step_errors
 from hpcflow.runtime.heartbeat import record_error
 
