@@ -117,7 +117,10 @@ def test_the_everyday_block_runs_as_written(local_cluster, hpcflow_home, tmp_pat
         assert (data["job_id"], data["state"], data["attempts"], data["restarts"]) == (
             first, "COMPLETED", 1, 0)
     text, with_svg = variants(line_for("report"), first)
-    assert "goodput" in ok(text, tmp_path).stdout
+    report = ok(text, tmp_path).stdout
+    assert "goodput" in report
+    # ... and the report says so, from the same record.
+    assert f"attempt 1 start-up (rank 0): launch {startup['launch_s']:.1f} s" in report, report
     ok(with_svg, tmp_path)
     assert (tmp_path / with_svg[-1]).read_text().lstrip().startswith("<svg")
 
