@@ -190,7 +190,10 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
         if outcome["event"] == "job_end":
             log(f"job did not requeue: {outcome.get('reason')} (rc {outcome.get('rc')})")
             break
-        if outcome.get("checkpoint") is False:
+        if outcome.get("checkpoint") is False and by == "slurm":
+            log("the program did not join the protocol: it had Slurm's TERM and the GraceTime to "
+                "save its own checkpoint; the job requeued without an hpcflow checkpoint")
+        elif outcome.get("checkpoint") is False:
             log("the program did not join the protocol: it was stopped before the deadline and "
                 "the job requeued without an hpcflow checkpoint")
         else:
