@@ -55,14 +55,16 @@ def ended_preempted_by_slurm(job) -> None:  # noqa: ANN001
 
 def test_a_program_on_the_runtime_checkpoints_inside_the_grace_time(
         local_cluster, hpcflow_home, tmp_path):
-    """Rehearsed as a user would: ``hpcflow local-cluster rehearse --by slurm``."""
+    """Rehearsed as a user would: ``hpcflow local-cluster rehearse --by slurm``. The rehearsal
+    waits ``--preempt-after-s`` for the ranks to join (on a loaded machine torch's import alone
+    can take seconds), then trains that long before Slurm preempts the job."""
     path = tmp_path / "api.yaml"
     path.write_text(json.dumps({  # JSON is YAML
-        **spec("api", [PY, str(PROGRAMS / "fsdp_loop.py"), "--steps", "30",
-                       "--step-time-s", "0.3"], checkpoint={"keep": 2, "interval_steps": 0}),
+        **spec("api", [PY, str(PROGRAMS / "fsdp_loop.py"), "--steps", "200",
+                       "--step-time-s", "0.2"], checkpoint={"keep": 2, "interval_steps": 0}),
         "partition": "debug", "run_dir": str(tmp_path / "run")}))
     cmd = [PY, "-m", "hpcflow", "local-cluster", "rehearse", str(path), "--by", "slurm",
-           "--preempt-after-s", "3", "--timeout-s", "500", "--json"]
+           "--preempt-after-s", "15", "--timeout-s", "500", "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=550)
     print(proc.stdout, proc.stderr)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -75,7 +77,7 @@ def test_a_program_on_the_runtime_checkpoints_inside_the_grace_time(
     ended_preempted_by_slurm(job)
     resumes = [int(n) for n in re.findall(r'^hpcflow-resume \{"step": (\d+)\}', job.log(), re.M)]
     assert resumes == [requeue["step"]]
-    assert re.search(r'^user-done \{.*"step": 30', job.log(), re.M), job.log()
+    assert re.search(r'^user-done \{.*"step": 200', job.log(), re.M), job.log()
 
 
 def test_a_script_that_saves_on_term_and_exits_0_is_requeued_and_trains_each_step_once(
