@@ -28,8 +28,11 @@ def _known_hosts(path: Path, *entries: tuple[int, str]) -> Path:
 def _bootstrap(*args: str, tmp: Path):
     cmd = [sys.executable, "-m", "hpcflow", "bootstrap", "--user", "root", *args]
     print("+", " ".join(cmd))
+    # Its own hpcflow state folder: keys accepted on first use go there, never into the real
+    # one, where a later test's sshd on the same random port would meet a stale key.
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200"})
+                          env={**os.environ, "COLUMNS": "200",
+                               "HPCFLOW_HOME": str(tmp / "hpcflow-home")})
     print(proc.stdout, proc.stderr, sep="\n")
     return proc
 
