@@ -1,6 +1,6 @@
 """How a job or an attempt ended, told apart (docs/protocol.md, "Ending kinds").
 
-The kinds and their words live in :mod:`hpcflow.protocol` (``ENDING_KINDS``); this module reads
+The kinds and their words live in :mod:`hpcflow.ending_kinds` (``ENDING_KINDS``); this module reads
 them off the ledger (the batch script's ``job_end`` reason and ``step_end`` rank exits, the
 in-job failure events) and off Slurm's own state words (squeue(1), JOB STATE CODES and JOB
 REASON CODES). Pure: the caller queries.
@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 
 #: Slurm's reasons for a held job: ``JobHeldUser`` / ``JobHeldAdmin`` (scontrol hold,
@@ -23,14 +24,14 @@ _HELD_RE = re.compile(r"JobHeld|requeued[ _]in[ _]held|launch[ _]failed[ _]reque
 #: Slurm states after which the job will not run again, with the kind they mean when the ledger
 #: has no better word.
 _SLURM_FINAL_KIND = {
-    "COMPLETED": P.ENDING_COMPLETED,
-    "CANCELLED": P.ENDING_CANCELLED,
-    "FAILED": P.ENDING_PROGRAM_ERROR,
-    "OUT_OF_MEMORY": P.ENDING_PROGRAM_ERROR,
-    "NODE_FAIL": P.ENDING_NODE_FAILURE,
-    "BOOT_FAIL": P.ENDING_NODE_FAILURE,
-    "TIMEOUT": P.ENDING_NOT_REQUEUED,
-    "DEADLINE": P.ENDING_NOT_REQUEUED,
+    "COMPLETED": K.ENDING_COMPLETED,
+    "CANCELLED": K.ENDING_CANCELLED,
+    "FAILED": K.ENDING_PROGRAM_ERROR,
+    "OUT_OF_MEMORY": K.ENDING_PROGRAM_ERROR,
+    "NODE_FAIL": K.ENDING_NODE_FAILURE,
+    "BOOT_FAIL": K.ENDING_NODE_FAILURE,
+    "TIMEOUT": K.ENDING_NOT_REQUEUED,
+    "DEADLINE": K.ENDING_NOT_REQUEUED,
 }
 
 
@@ -61,9 +62,9 @@ def slurm_kind(state: str) -> str | None:
 
 
 def describe(kind: str) -> str:
-    """The words of ``kind`` (:data:`hpcflow.protocol.ENDING_KINDS`); an unknown kind (from a
+    """The words of ``kind`` (:data:`hpcflow.ending_kinds.ENDING_KINDS`); an unknown kind (from a
     newer batch script) is shown as it is."""
-    return P.ENDING_KINDS.get(kind, kind)
+    return K.ENDING_KINDS.get(kind, kind)
 
 
 def rank_detail(step_end: Mapping[str, Any] | None, *, killed: bool = False) -> str:
@@ -118,9 +119,9 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
     """The ending of the last attempt in ``events`` (one job's ledger, oldest first), as
     ``(kind, detail)``; ``None`` while it has no ending record (running, or lost without one).
 
-    An ending on the preemption path (:data:`hpcflow.protocol.WARNED_REASONS`) names its
+    An ending on the preemption path (:data:`hpcflow.ending_kinds.WARNED_REASONS`) names its
     warning's source (:func:`warning_source`); after a spot notice, ``preempted`` becomes
-    ``preempted_spot`` (:data:`hpcflow.protocol.SPOT_KIND`).
+    ``preempted_spot`` (:data:`hpcflow.ending_kinds.SPOT_KIND`).
     """
     last_step_end: Mapping[str, Any] | None = None
     spot: Mapping[str, Any] | None = None
@@ -156,17 +157,17 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
             elif reason == "completed_after_done":
                 detail = ("the final checkpoint was committed and every rank was done; srun "
                           f"reported {(last_step_end or {}).get('rc', '?')} from the teardown")
-            ending_kind = P.REASON_KIND.get(reason, reason)
-            if reason in P.WARNED_REASONS:
+            ending_kind = K.REASON_KIND.get(reason, reason)
+            if reason in K.WARNED_REASONS:
                 detail = "; ".join(d for d in (detail, warning_source(spot, signal)) if d)
                 if spot:
-                    ending_kind = P.SPOT_KIND.get(ending_kind, ending_kind)
+                    ending_kind = K.SPOT_KIND.get(ending_kind, ending_kind)
                 elif signal and signal.get("source") == P.SOURCE_SLURM_PREEMPT:
-                    ending_kind = P.SLURM_PREEMPT_KIND.get(ending_kind, ending_kind)
+                    ending_kind = K.SLURM_PREEMPT_KIND.get(ending_kind, ending_kind)
             ending = (ending_kind, detail)
             if reason == P.REASON_NETWORK_FALLBACK or (
                     reason in _FAILED_REASONS and _stopped_on_network(network, last_step_end)):
-                ending = (P.ENDING_NETWORK_FALLBACK, network_fallback_detail(network))
+                ending = (K.ENDING_NETWORK_FALLBACK, network_fallback_detail(network))
     return ending
 
 

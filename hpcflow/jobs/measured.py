@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcflow import protocol as P
+from hpcflow import ending_kinds as K
 from hpcflow.jobs.report import GoodputReport
 
 #: Endings that are not failures: they come with a warning, from the user, or from a limit.
-NOT_FAILURES = (P.ENDING_COMPLETED, P.ENDING_PREEMPTED, P.ENDING_PREEMPTED_SPOT,
-                P.ENDING_CANCELLED, P.ENDING_HELD, P.ENDING_REQUEUE_LIMIT,
-                P.ENDING_NOT_REQUEUED)
+NOT_FAILURES = (K.ENDING_COMPLETED, K.ENDING_PREEMPTED, K.ENDING_PREEMPTED_SPOT,
+                K.ENDING_CANCELLED, K.ENDING_HELD, K.ENDING_REQUEUE_LIMIT,
+                K.ENDING_NOT_REQUEUED)
 
 
 def measured_costs(report: GoodputReport) -> dict[str, Any]:

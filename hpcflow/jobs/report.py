@@ -23,13 +23,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hpcflow import protocol as P
+from hpcflow import ending_kinds as K
 from hpcflow.jobs.hangs import suspected_hangs
 from hpcflow.jobs.intervals import interval_choice
 from hpcflow.jobs.joblog import SRUN_TASK, TIME, split_log
 from hpcflow.jobs.startup import startup_phases
 from hpcflow.protocol import (
-    FAILURE_EVENT_KIND,
     REASON_REQUEUED_NO_CHECKPOINT,
     TAG_CHECKPOINT,
     TAG_RESUME,
@@ -60,7 +59,7 @@ class AttemptLedger:
             (a program that did not join the protocol, stopped before the deadline),
             ``completed``, ``failed``, ... the batch script's reason; ``interrupted`` (no end
             record) or ``running``.
-        ending: the kind of ending (:data:`hpcflow.protocol.ENDING_KINDS`), ``""`` while
+        ending: the kind of ending (:data:`hpcflow.ending_kinds.ENDING_KINDS`), ``""`` while
             running.
         detail: what the ledger says about it (first failing rank, status...).
         lost_steps: steps trained in this attempt and trained again later (lost with it).
@@ -114,7 +113,7 @@ class Failure:
 
     Attributes:
         attempt: the attempt it ended (1 for the first).
-        kind: a kind of :data:`hpcflow.protocol.ENDING_KINDS` (``node_failure``, ``hang``...).
+        kind: a kind of :data:`hpcflow.ending_kinds.ENDING_KINDS` (``node_failure``, ``hang``...).
         time: Unix time of the ending (the last known time when there is no record), or None.
         lost_steps: steps trained before it and trained again after it.
         lost_s: their step times, in seconds.
@@ -239,13 +238,13 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
         if not ends and not running:
             att.outcome = "interrupted"
             if next_start is not None:
-                att.ending = P.ENDING_NODE_FAILURE
+                att.ending = K.ENDING_NODE_FAILURE
                 att.detail = "no end record after the step; Slurm ran the job again"
     if ends:
         att.end = att.end or float(ends[-1]["time"])
         att.outcome = _outcome(ends[-1])
         att.ending, att.detail = ledger_ending(att.events) or ("", "")
-        if att.first_task and att.ending not in (P.ENDING_COMPLETED, *P.PREEMPTED_KINDS):
+        if att.first_task and att.ending not in (K.ENDING_COMPLETED, *K.PREEMPTED_KINDS):
             att.detail = "; ".join(d for d in (att.detail, f"srun: {att.first_task}") if d)
         return
     if step_ends or running:
@@ -258,7 +257,7 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
     att.end = max(known) if next_start is None else min(max(known), next_start)
     att.outcome = "interrupted"
     if next_start is not None:
-        att.ending, att.detail = P.ENDING_NODE_FAILURE, "no end record; Slurm ran the job again"
+        att.ending, att.detail = K.ENDING_NODE_FAILURE, "no end record; Slurm ran the job again"
     else:
         att.detail = "no end record"
 
@@ -321,7 +320,7 @@ def _failures(attempts: list[AttemptLedger],
     preemption that lost nothing."""
     out = []
     for att in attempts:
-        in_job = [e for e in att.events if e.get("event") in FAILURE_EVENT_KIND]
+        in_job = [e for e in att.events if e.get("event") in K.FAILURE_EVENT_KIND]
         last = len(att.segments) - 1
         # The try of the attempt's last step: one step_end per try.
         last_try = max(0, sum(e.get("event") == "step_end" for e in att.events) - 1)
@@ -329,13 +328,13 @@ def _failures(attempts: list[AttemptLedger],
             error = errors.get((att.restart, j if j < last else last_try))
             if j < last and j < len(in_job):
                 e = in_job[j]
-                out.append(_failure(att, FAILURE_EVENT_KIND[str(e["event"])],
+                out.append(_failure(att, K.FAILURE_EVENT_KIND[str(e["event"])],
                                     float(e.get("time", 0)), seg, lost, _event_detail(e), error))
             elif j < last:
-                out.append(_failure(att, P.ENDING_RANK_RESTARTED, None, seg, lost,
+                out.append(_failure(att, K.ENDING_RANK_RESTARTED, None, seg, lost,
                                     "the program started again in the job", error))
             elif att.outcome != "running" and (
-                    att.ending not in (P.ENDING_COMPLETED, *P.PREEMPTED_KINDS) or lost):
+                    att.ending not in (K.ENDING_COMPLETED, *K.PREEMPTED_KINDS) or lost):
                 out.append(_failure(att, att.ending or att.outcome, att.end, seg, lost,
                                     att.detail, error))
     return out

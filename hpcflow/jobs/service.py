@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import yaml
 
-from hpcflow import fsutil, protocol
+from hpcflow import ending_kinds, fsutil
 from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
 from hpcflow.jobs import records, trust
 from hpcflow.jobs.fit import fit_warning
@@ -357,7 +357,7 @@ def follow_log(path: Path, job_id: str, *, client: SlurmClient | None = None,
         if time.monotonic() >= next_check:
             st = job_status(job_id, client=client)
             # A held job does not run until someone releases it: following it would never end.
-            finished = st.finished or st.ending == protocol.ENDING_HELD
+            finished = st.finished or st.ending == ending_kinds.ENDING_HELD
             next_check = time.monotonic() + status_every_s
             if finished:
                 continue  # drain what the last attempt wrote

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hpcflow import protocol as P
+from hpcflow import ending_kinds as K
 
 # Job states after which Slurm will not run the job again by itself (squeue(1), JOB STATE
 # CODES). PREEMPTED, REQUEUED, REQUEUE_HOLD, NODE_FAIL (with --requeue) and SUSPENDED are not
@@ -38,7 +38,7 @@ class JobStatus:
         run_dir: the run directory, when known.
         source: which source gave the state (``squeue``, ``scontrol``, ``sacct``, ``ledger``).
         ending: how the job ended, or how its last attempt ended while it is not finished
-            (a kind of :data:`hpcflow.protocol.ENDING_KINDS`: ``completed``, ``preempted``,
+            (a kind of :data:`hpcflow.ending_kinds.ENDING_KINDS`: ``completed``, ``preempted``,
             ``node_failure``, ``program_error``, ``held``...); ``""`` while nothing ended.
         network: what NCCL ran over in the last attempt that recorded it (the ledger's
             ``network`` event: ``NCCL over EFA (aws-ofi-nccl 1.9.1, 32 NICs)``), or ``""``.
@@ -212,16 +212,16 @@ def _ending(state: str, finished: bool, reason: str, events: Sequence[Mapping[st
     slurm_reason = str((queue or {}).get("reason") or (show or {}).get("Reason") or "")
     held = endings.held_reason(state, slurm_reason, (show or {}).get("Priority"))
     if held and not finished:
-        return P.ENDING_HELD, held if not reason or slurm_reason in reason else f"{held}; {reason}"
+        return K.ENDING_HELD, held if not reason or slurm_reason in reason else f"{held}; {reason}"
     from_ledger = endings.ledger_ending(events)
     starts = [e for e in events if e.get("event") == "attempt_start"]
     last_restart = int(starts[-1].get("restart", 0)) if starts else -1
     if from_ledger is None and starts and restarts > last_restart:
         # The last attempt the ledger saw left no end record, and Slurm has run it again since.
-        detail = endings.describe(P.ENDING_NODE_FAILURE)
-        return P.ENDING_NODE_FAILURE, f"{reason}; {detail}" if reason else detail
-    if state == "CANCELLED" and (from_ledger is None or from_ledger[0] != P.ENDING_COMPLETED):
-        return P.ENDING_CANCELLED, reason or endings.describe(P.ENDING_CANCELLED)
+        detail = endings.describe(K.ENDING_NODE_FAILURE)
+        return K.ENDING_NODE_FAILURE, f"{reason}; {detail}" if reason else detail
+    if state == "CANCELLED" and (from_ledger is None or from_ledger[0] != K.ENDING_COMPLETED):
+        return K.ENDING_CANCELLED, reason or endings.describe(K.ENDING_CANCELLED)
     if from_ledger is not None:
         kind, detail = from_ledger
         if detail and detail not in reason:

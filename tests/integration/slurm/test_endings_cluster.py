@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from slurm_helpers import wait_for
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.local_cluster.processes import rank_pid
 
@@ -48,7 +49,7 @@ def test_a_rank_that_aborts_after_done_does_not_fail_a_finished_job(submit_job):
     step_end, job_end = job.event("step_end"), job.event("job_end")
     assert step_end["rc"] != 0, step_end  # srun saw the abort...
     assert job_end["reason"] == "completed_after_done" and job_end["rc"] == 0  # ...the job is done
-    assert final.state == "COMPLETED" and final.ending == P.ENDING_COMPLETED
+    assert final.state == "COMPLETED" and final.ending == K.ENDING_COMPLETED
     assert 'user-done {"step": 6}' in job.log()
     done = json.loads((P.state_dir(job.run_dir) / P.done_name(job.job_id, 0)).read_text())
     assert done["step"] == 6
@@ -70,17 +71,17 @@ def test_a_full_checkpoint_disk_and_a_killed_rank_are_told_apart(submit_job, ful
     assert end["first_failure"]["rc"] == 5 and end["ranks_exited"] == 2, end
     assert "No space left on device" in end["first_failure"]["reason"], end
     assert full.event("job_end")["reason"] == "program_error"
-    assert full_status.ending == P.ENDING_PROGRAM_ERROR
+    assert full_status.ending == K.ENDING_PROGRAM_ERROR
     assert "exited with status 5" in full_status.reason
     # The killed rank: it left no record; srun reported a signal.
     end = killed.event("step_end")
     assert 1 in end["missing"] and end["rc"] > 128, end
     assert killed.event("job_end")["reason"] == "rank_killed"
-    assert killed_status.ending == P.ENDING_RANK_KILLED
+    assert killed_status.ending == K.ENDING_RANK_KILLED
     assert "left no exit record (killed by a signal)" in killed_status.reason
     shown = [json.loads(hpcflow("status", j.job_id, "--json").stdout)["data"]
              for j in (full, killed)]
-    assert [s["ending"] for s in shown] == [P.ENDING_PROGRAM_ERROR, P.ENDING_RANK_KILLED]
+    assert [s["ending"] for s in shown] == [K.ENDING_PROGRAM_ERROR, K.ENDING_RANK_KILLED]
     assert "exited with status 5" in shown[0]["reason"]
     assert "left no exit record" in shown[1]["reason"]
     # With resilience off too, the report shows the first failing rank's traceback.
@@ -89,8 +90,8 @@ def test_a_full_checkpoint_disk_and_a_killed_rank_are_told_apart(submit_job, ful
     assert error is not None and error["try"] == 0, full_rep["failures"]
     assert error["type"] == "CheckpointError" and "No space left on device" in error["traceback"]
     rep = json.loads(hpcflow("report", killed.job_id, "--json").stdout)["data"]
-    assert rep["attempts"][0]["ending"] == P.ENDING_RANK_KILLED
-    assert [f["kind"] for f in rep["failures"]] == [P.ENDING_RANK_KILLED]
+    assert rep["attempts"][0]["ending"] == K.ENDING_RANK_KILLED
+    assert [f["kind"] for f in rep["failures"]] == [K.ENDING_RANK_KILLED]
     # srun names the first task that failed; the report shows it.
     assert "srun: task 1 on n2: Killed" in rep["failures"][0]["detail"], rep["failures"]
 
@@ -99,7 +100,7 @@ def test_a_held_job_says_how_to_release_it_and_logs_f_returns(submit_job):
     job = submit_job(spec(train(400)))
     wait_for(lambda: "hpcflow-step" in job.log(), 300, "training steps")
     subprocess.run(["scontrol", "requeuehold", job.job_id], check=True)
-    st = wait_for(lambda: (s := job.status()).ending == P.ENDING_HELD and s, 60, "a held status")
+    st = wait_for(lambda: (s := job.status()).ending == K.ENDING_HELD and s, 60, "a held status")
     assert not st.finished and f"needs `scontrol release {job.job_id}`" in st.reason
     started = time.monotonic()
     follow = hpcflow("logs", "-f", job.job_id, timeout=60)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 
 pytestmark = [pytest.mark.slurm]
@@ -44,7 +45,7 @@ def test_a_fall_back_to_sockets_on_p5_ends_the_job_at_once_and_report_says_why(s
     assert not job.event("requeue") and "hpcflow-step" not in job.log()
     status = subprocess.run([PY, "-m", "hpcflow", "status", job.job_id, "--json"],
                             capture_output=True, text=True, timeout=120, check=False)
-    assert json.loads(status.stdout)["data"]["ending"] == P.ENDING_NETWORK_FALLBACK
+    assert json.loads(status.stdout)["data"]["ending"] == K.ENDING_NETWORK_FALLBACK
     report = subprocess.run([PY, "-m", "hpcflow", "report", job.job_id], capture_output=True,
                             text=True, timeout=120, check=False)
     assert report.returncode == 0, report.stderr

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from slurm_helpers import wait_for
 
-from hpcflow import protocol
+from hpcflow import ending_kinds, protocol
 from hpcflow.jobs.joblog import split_log
 from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster import manager
@@ -206,10 +206,10 @@ def test_a_dead_node_requeues_the_job_which_resumes_and_reports_the_lost_steps(
     lost = list(range(resumed[0] + 1, trained[-1] + 1))
     assert lost, "the node died right after a commit: nothing lost, nothing to check"
     rep, _ = load_report(job.job_id)
-    assert rep.attempts[0].ending == protocol.ENDING_NODE_FAILURE
+    assert rep.attempts[0].ending == ending_kinds.ENDING_NODE_FAILURE
     assert rep.attempts[0].outcome == "interrupted"
-    assert rep.attempts[1].ending == protocol.ENDING_COMPLETED
-    failures = [f for f in rep.failures if f.kind == protocol.ENDING_NODE_FAILURE]
+    assert rep.attempts[1].ending == ending_kinds.ENDING_COMPLETED
+    failures = [f for f in rep.failures if f.kind == ending_kinds.ENDING_NODE_FAILURE]
     assert len(failures) == 1 and failures[0].attempt == 1
     assert failures[0].lost_steps == len(lost)
     assert failures[0].steps == f"{lost[0]}-{lost[-1]}"
@@ -217,5 +217,5 @@ def test_a_dead_node_requeues_the_job_which_resumes_and_reports_the_lost_steps(
     out = subprocess.run([sys.executable, "-m", "hpcflow", "report", job.job_id],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
-    rows = [line for line in out.stdout.splitlines() if protocol.ENDING_NODE_FAILURE in line]
+    rows = [line for line in out.stdout.splitlines() if ending_kinds.ENDING_NODE_FAILURE in line]
     assert any(f"{lost[0]}-{lost[-1]}" in row for row in rows), out.stdout

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from slurm_helpers import wait_for
 
-from hpcflow import protocol
+from hpcflow import ending_kinds, protocol
 from hpcflow.cli.main import cli
 from hpcflow.jobs.report_load import load_report
 
@@ -177,7 +177,7 @@ def test_killed_rank_is_restarted_in_the_allocation_from_the_last_checkpoint(sub
     assert after == list(range(committed + 1, STEPS + 1))
     # The report lists the failure with exactly those steps.
     rep, _ = load_report(job.job_id)
-    failures = [f for f in rep.failures if f.kind == protocol.ENDING_RANK_RESTARTED]
+    failures = [f for f in rep.failures if f.kind == ending_kinds.ENDING_RANK_RESTARTED]
     assert len(failures) == 1 and failures[0].lost_steps == lost
     assert failures[0].steps == ("" if lost == 0 else f"{committed + 1}-{before[-1]}")
 
@@ -202,8 +202,8 @@ def test_the_same_error_twice_ends_the_job_failed_with_the_traceback(submit_job)
     # `hpcflow report` shows it too, for the in-job failure and for the job's ending.
     rep, _ = load_report(job.job_id)
     shown = [f for f in rep.failures if f.error]
-    assert [f.kind for f in shown] == [protocol.ENDING_RANK_RESTARTED,
-                                       protocol.ENDING_PROGRAM_ERROR]
+    assert [f.kind for f in shown] == [ending_kinds.ENDING_RANK_RESTARTED,
+                                       ending_kinds.ENDING_PROGRAM_ERROR]
     for failure, try_ in zip(shown, (0, 1), strict=True):
         assert failure.error["try"] == try_ and failure.error["type"] == "ValueError"
         assert failure.error["traceback"].splitlines()[-1] == "ValueError: bad batch at step 7"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from slurm_helpers import Job, wait_for
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.jobs.report_load import load_report
 
@@ -49,8 +50,8 @@ def ended_preempted_by_slurm(job) -> None:  # noqa: ANN001
     signal = job.event("signal", restart=0)
     assert signal["source"] == P.SOURCE_SLURM_PREEMPT
     rep, _ = load_report(job.job_id)
-    assert rep.attempts[0].ending == P.ENDING_PREEMPTED_SLURM
-    assert rep.attempts[1].ending == P.ENDING_COMPLETED
+    assert rep.attempts[0].ending == K.ENDING_PREEMPTED_SLURM
+    assert rep.attempts[1].ending == K.ENDING_COMPLETED
 
 
 def test_a_program_on_the_runtime_checkpoints_inside_the_grace_time(

@@ -17,7 +17,7 @@ import sys
 import pytest
 from slurm_helpers import wait_for
 
-from hpcflow import protocol
+from hpcflow import ending_kinds, protocol
 from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster.processes import environ
 
@@ -122,8 +122,8 @@ def test_a_node_that_keeps_failing_is_replaced_by_the_spare_with_the_same_layout
     assert done[0]["params_sha256"] == ref_done[0]["params_sha256"]
 
     rep, _ = load_report(job.job_id)
-    assert rep.attempts[0].ending == protocol.ENDING_COMPLETED
-    assert [f.kind for f in rep.failures] == [protocol.ENDING_RANK_RESTARTED] * 2
+    assert rep.attempts[0].ending == ending_kinds.ENDING_COMPLETED
+    assert [f.kind for f in rep.failures] == [ending_kinds.ENDING_RANK_RESTARTED] * 2
     out = subprocess.run([sys.executable, "-m", "hpcflow", "report", job.job_id],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
@@ -159,5 +159,5 @@ def test_without_a_spare_the_job_is_requeued_without_the_node_and_resumes(submit
     done = tagged(log, "hpcflow-done")
     assert done[0]["params_sha256"] == ref_done[0]["params_sha256"]
     rep, _ = load_report(job.job_id)
-    assert rep.attempts[0].ending == protocol.ENDING_NODE_EXCLUDED
-    assert rep.attempts[1].ending == protocol.ENDING_COMPLETED
+    assert rep.attempts[0].ending == ending_kinds.ENDING_NODE_EXCLUDED
+    assert rep.attempts[1].ending == ending_kinds.ENDING_COMPLETED

@@ -14,6 +14,7 @@ import pytest
 import test_sbatch_script_runs as base
 from test_sbatch_script_runs import run_script
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 
 # Saves on TERM and exits 0: the pattern of most Slurm guides. TEST_SAVE_AT_ONCE: exits 0 by
@@ -100,7 +101,7 @@ def test_slurm_preemption_is_told_by_the_moved_end_time_and_requeued(harness):
     from hpcflow.jobs.endings import ledger_ending
 
     kind, detail = ledger_ending(run.events)
-    assert kind == P.ENDING_PREEMPTED_SLURM and "GraceTime" in detail
+    assert kind == K.ENDING_PREEMPTED_SLURM and "GraceTime" in detail
 
 
 def test_the_warning_rereads_the_end_time_slurm_moved(harness):
@@ -118,7 +119,7 @@ def test_the_warning_rereads_the_end_time_slurm_moved(harness):
     from hpcflow.jobs.endings import ledger_ending
 
     assert preempt["source"] == P.SOURCE_SLURM_PREEMPT
-    assert ledger_ending(run.events)[0] == P.ENDING_PREEMPTED_SLURM
+    assert ledger_ending(run.events)[0] == K.ENDING_PREEMPTED_SLURM
 
 
 def test_the_requeue_is_the_last_act_while_slurm_terms_the_script(harness):

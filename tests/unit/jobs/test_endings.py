@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.jobs import endings
 from hpcflow.jobs.status import compose_status
@@ -36,7 +37,7 @@ def test_a_held_job_says_held_and_how_to_release_it(queue_case, show_case, job_i
     show = pick_job_record(parse_scontrol_show_job(captured(show_case)["stdout"]), job_id)
     st = compose_status(job_id, queue=row.__dict__, show=show, now_s=T0)
     assert st.state == "PENDING" and not st.finished
-    assert st.ending == P.ENDING_HELD
+    assert st.ending == K.ENDING_HELD
     assert f"needs `scontrol release {job_id}`" in st.reason and slurm_reason in st.reason
 
 
@@ -88,18 +89,18 @@ STEP_END_KILLED = ev("step_end", 50, rc=137, ranks_exited=3, ranks_missing=1, mi
 
 
 @pytest.mark.parametrize(("step_end", "reason", "kind", "words"), [
-    (STEP_END_DISK_FULL, "program_error", P.ENDING_PROGRAM_ERROR,
+    (STEP_END_DISK_FULL, "program_error", K.ENDING_PROGRAM_ERROR,
      ["first failure: rank 2 exited with status 5 (CheckpointError", "No space left",
       "srun reported 143"]),
-    (STEP_END_KILLED, "rank_killed", P.ENDING_RANK_KILLED,
+    (STEP_END_KILLED, "rank_killed", K.ENDING_RANK_KILLED,
      ["rank(s) 1 left no exit record (killed by a signal)", "srun reported 137"]),
     (ev("step_end", 50, rc=134, ranks_exited=3, ranks_missing=1, missing=[1], first_failure=None),
-     "completed_after_done", P.ENDING_COMPLETED, ["final checkpoint was committed",
+     "completed_after_done", K.ENDING_COMPLETED, ["final checkpoint was committed",
                                                   "srun reported 134"]),
 ])
 def test_the_ledger_tells_a_full_disk_a_killed_rank_and_a_teardown_apart(step_end, reason, kind,
                                                                          words):
-    rc = 0 if kind == P.ENDING_COMPLETED else step_end["rc"]
+    rc = 0 if kind == K.ENDING_COMPLETED else step_end["rc"]
     events = [ev("attempt_start", 0), step_end, ev("job_end", 50, rc=rc, reason=reason)]
     st = compose_status("7", events=events, now_s=T0 + 60)
     assert st.ending == kind and st.finished
@@ -110,10 +111,10 @@ def test_the_ledger_tells_a_full_disk_a_killed_rank_and_a_teardown_apart(step_en
 def test_an_attempt_without_end_record_that_slurm_ran_again_was_a_node_failure():
     st = compose_status("7", queue={"state": "RUNNING", "reason": "None", "restart_count": 1},
                         events=[ev("attempt_start", 0)], now_s=T0 + 60)
-    assert st.ending == P.ENDING_NODE_FAILURE and "node failure" in st.reason
+    assert st.ending == K.ENDING_NODE_FAILURE and "node failure" in st.reason
     cancelled = compose_status("7", show={"JobState": "CANCELLED", "ExitCode": "0:15"},
                                events=[ev("attempt_start", 0)], now_s=T0 + 60)
-    assert cancelled.ending == P.ENDING_CANCELLED
+    assert cancelled.ending == K.ENDING_CANCELLED
 
 
 def test_every_reason_the_supervisor_writes_has_a_kind():
@@ -123,8 +124,8 @@ def test_every_reason_the_supervisor_writes_has_a_kind():
     names = {n for f in folder.glob("*.py") for n in re.findall(r"P\.(REASON_[A-Z_]+)",
                                                                  f.read_text())}
     written = {getattr(P, n) for n in names} | {P.REASON_SUPERVISOR_ERROR}
-    assert len(written) >= 10 and written <= set(P.REASON_KIND), written - set(P.REASON_KIND)
-    assert set(P.REASON_KIND.values()) <= set(P.ENDING_KINDS)
+    assert len(written) >= 10 and written <= set(K.REASON_KIND), written - set(K.REASON_KIND)
+    assert set(K.REASON_KIND.values()) <= set(K.ENDING_KINDS)
 
 
 def test_the_ending_kinds_table_in_the_docs_is_the_list_in_protocol():
@@ -133,6 +134,6 @@ def test_the_ending_kinds_table_in_the_docs_is_the_list_in_protocol():
     import re
 
     rows = re.findall(r"^\| `([a-z_]+)` \|", section, re.M)
-    assert rows == list(P.ENDING_KINDS)
-    for reason in P.REASON_KIND:
+    assert rows == list(K.ENDING_KINDS)
+    for reason in K.REASON_KIND:
         assert f"`{reason}`" in doc, reason

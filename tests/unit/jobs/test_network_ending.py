@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.jobs import endings
 from hpcflow.jobs.report import build_report
@@ -43,7 +44,7 @@ FIRST = {"rank": 0, "rc": 78, "reason": f"network_fallback: {SOCKETS}"}
 ])
 def test_the_fall_back_is_its_own_ending_with_the_fix(events):
     kind, detail = endings.ledger_ending(events)
-    assert kind == P.ENDING_NETWORK_FALLBACK
+    assert kind == K.ENDING_NETWORK_FALLBACK
     assert detail.startswith(SOCKETS) or detail.startswith("NCCL over TCP sockets")
     assert "fix: " in detail
 
@@ -53,14 +54,14 @@ def test_a_program_error_after_efa_stays_a_program_error():
     events = [ev("attempt_start", 0), NETWORK_EFA,
               ev("step_end", 25, rc=1, ranks_exited=2, first_failure=first),
               ev("job_end", 25, rc=1, reason="program_error")]
-    assert endings.ledger_ending(events)[0] == P.ENDING_PROGRAM_ERROR
+    assert endings.ledger_ending(events)[0] == K.ENDING_PROGRAM_ERROR
 
 
 def test_status_shows_the_network_and_the_ending():
     events = [ev("attempt_start", 0), NETWORK_STOP, ev("step_end", 25, rc=78),
               ev("job_end", 25, rc=78, reason="network_fallback")]
     st = compose_status("7", events=events, now_s=T0 + 60)
-    assert st.ending == P.ENDING_NETWORK_FALLBACK
+    assert st.ending == K.ENDING_NETWORK_FALLBACK
     assert SOCKETS in st.reason and "fix: put the plugin on the path" in st.reason
     assert st.network == SOCKETS
     assert st.to_dict()["network"] == SOCKETS
@@ -71,9 +72,9 @@ def test_the_report_shows_each_attempts_network():
               ev("job_end", 25, rc=78, reason="network_fallback")]
     rep = build_report("7", submitted_at=T0, events=events, log_text="", now_s=T0 + 60)
     [att] = rep.attempts
-    assert (att.ending, att.network) == (P.ENDING_NETWORK_FALLBACK, SOCKETS)
+    assert (att.ending, att.network) == (K.ENDING_NETWORK_FALLBACK, SOCKETS)
     [failure] = rep.failures
-    assert failure.kind == P.ENDING_NETWORK_FALLBACK and SOCKETS in failure.detail
+    assert failure.kind == K.ENDING_NETWORK_FALLBACK and SOCKETS in failure.detail
 
 
 def test_status_and_report_print_it(slurm, hpcflow, tmp_path):

@@ -4,6 +4,7 @@ and each excluded node is listed."""
 
 from __future__ import annotations
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.jobs.endings import excluded_nodes, ledger_ending
 from hpcflow.jobs.report import build_report
@@ -37,25 +38,25 @@ LOG = "\n".join([
 
 def test_a_requeue_without_a_node_is_the_node_excluded_kind() -> None:
     kind, detail = ledger_ending(LEDGER[:6])
-    assert kind == P.ENDING_NODE_EXCLUDED
+    assert kind == K.ENDING_NODE_EXCLUDED
     assert "n1" in detail and "no spare" in detail
-    assert P.REASON_KIND[P.REASON_NODE_EXCLUDED] == P.ENDING_NODE_EXCLUDED
-    assert P.ENDING_NODE_EXCLUDED in P.ENDING_KINDS
+    assert K.REASON_KIND[P.REASON_NODE_EXCLUDED] == K.ENDING_NODE_EXCLUDED
+    assert K.ENDING_NODE_EXCLUDED in K.ENDING_KINDS
 
 
 def test_a_warned_requeue_stays_a_preemption() -> None:
     assert ledger_ending([ev("attempt_start", 1), ev("requeue", 2, step=5)])[0] == (
-        P.ENDING_PREEMPTED)
+        K.ENDING_PREEMPTED)
 
 
 def test_the_report_lists_the_exclusion_as_a_failure_with_its_lost_steps() -> None:
     rep = build_report("7", submitted_at=90, events=LEDGER, log_text=LOG, now_s=200,
                        alive=False)
     first, second = rep.attempts
-    assert first.ending == P.ENDING_NODE_EXCLUDED and first.outcome == "requeue"
-    assert second.ending == P.ENDING_COMPLETED
+    assert first.ending == K.ENDING_NODE_EXCLUDED and first.outcome == "requeue"
+    assert second.ending == K.ENDING_COMPLETED
     kinds = [(f.kind, f.steps) for f in rep.failures]
-    assert kinds == [(P.ENDING_RANK_RESTARTED, "6-8"), (P.ENDING_NODE_EXCLUDED, "11-12")]
+    assert kinds == [(K.ENDING_RANK_RESTARTED, "6-8"), (K.ENDING_NODE_EXCLUDED, "11-12")]
 
 
 def test_excluded_nodes_are_listed_per_attempt() -> None:

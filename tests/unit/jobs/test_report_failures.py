@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.jobs import records
 from hpcflow.jobs.report import build_report
@@ -54,7 +55,7 @@ def test_an_attempt_without_end_record_ends_at_its_last_known_time_not_now():
     a0 = early.attempts[0]
     assert a0.end == T0 + 30  # the batch script's last line, later than start + step times
     assert a0.startup_s == late.attempts[0].startup_s == pytest.approx(25 - 15 - 2)
-    assert (a0.outcome, a0.ending) == ("interrupted", P.ENDING_NODE_FAILURE)
+    assert (a0.outcome, a0.ending) == ("interrupted", K.ENDING_NODE_FAILURE)
     for rep in (early, late):
         assert sum(rep.totals.values()) <= rep.wall_s + 1e-6
         assert rep.wall_s == 130.0
@@ -74,7 +75,7 @@ def test_each_failure_lists_the_steps_it_lost():
     rep = build_report("9", submitted_at=T0, events=NODE_FAIL, log_text=LOG, now_s=T0 + 200)
     (failure,) = rep.failures
     assert (failure.attempt, failure.kind, failure.lost_steps, failure.steps) == (
-        1, P.ENDING_NODE_FAILURE, 5, "11-15")
+        1, K.ENDING_NODE_FAILURE, 5, "11-15")
     assert failure.lost_s == 5.0 and rep.attempts[0].lost_steps == 5
 
 
@@ -87,7 +88,7 @@ def test_an_in_job_restart_loses_the_steps_since_the_last_checkpoint():
               ev("step_end", 40, rc=0), ev("job_end", 40, rc=0, reason="completed")]
     rep = build_report("9", submitted_at=T0, events=events, log_text=log, now_s=T0 + 50)
     (hang,) = rep.failures
-    assert (hang.kind, hang.lost_steps, hang.steps) == (P.ENDING_HANG, 3, "6-8")
+    assert (hang.kind, hang.lost_steps, hang.steps) == (K.ENDING_HANG, 3, "6-8")
     assert 'section="step"' in hang.detail and rep.totals["lost"] == 3.0
     assert rep.totals["training"] == 12.0
 
@@ -110,7 +111,7 @@ def test_a_resubmission_into_the_same_run_directory_counts_the_lost_steps(tmp_pa
     rep, _ = load_report("9", now_s=T0 + 600)
     assert rep.totals["lost"] == 5.0 and rep.attempts[0].lost_steps == 5
     (failure,) = rep.failures
-    assert (failure.kind, failure.steps) == (P.ENDING_PROGRAM_ERROR, "11-15")
+    assert (failure.kind, failure.steps) == (K.ENDING_PROGRAM_ERROR, "11-15")
 
 
 def test_report_prints_the_ending_and_the_lost_steps_of_each_failure(slurm, hpcflow, tmp_path):
@@ -141,6 +142,6 @@ def test_a_cancelled_job_without_end_record_shows_cancelled(slurm, hpcflow, tmp_
                                     "ExitCode=0:15 Restarts=0\n", "")
     data = json.loads(hpcflow("report", "9", "--json").output)["data"]
     (att,) = data["attempts"]
-    assert att["ending"] == P.ENDING_CANCELLED and att["outcome"] == "interrupted"
+    assert att["ending"] == K.ENDING_CANCELLED and att["outcome"] == "interrupted"
     assert att["end"] == T0 + 20  # start + the 15 steps it trained, not now
-    assert data["failures"][0]["kind"] == P.ENDING_CANCELLED
+    assert data["failures"][0]["kind"] == K.ENDING_CANCELLED

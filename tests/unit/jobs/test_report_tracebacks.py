@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.jobs import records
 from hpcflow.jobs.report_load import load_report
@@ -69,7 +70,7 @@ def test_the_report_shows_the_first_failing_ranks_traceback(tmp_path, monkeypatc
     failing_job(tmp_path, resilience=True)
     rep, _ = load_report("9", now_s=T0 + 100)
     (failure,) = rep.failures
-    assert failure.kind == P.ENDING_PROGRAM_ERROR
+    assert failure.kind == K.ENDING_PROGRAM_ERROR
     error = failure.error
     assert error is not None and error["rank"] == 1 and error["try"] == 0  # not the peer, rank 0
     assert error["type"] == "ValueError" and error["step"] == 6

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.jobs import endings
 from hpcflow.jobs.report import build_report
@@ -38,8 +39,8 @@ DONE = [ev("attempt_start", 100, 1), ev("step_end", 140, 1, rc=0),
 
 
 @pytest.mark.parametrize(("spot", "kind", "words"), [
-    pytest.param(True, P.ENDING_PREEMPTED_SPOT, "spot notice (terminate on n1)", id="spot"),
-    pytest.param(False, P.ENDING_PREEMPTED, "USR1 without a spot notice: Slurm's time-limit",
+    pytest.param(True, K.ENDING_PREEMPTED_SPOT, "spot notice (terminate on n1)", id="spot"),
+    pytest.param(False, K.ENDING_PREEMPTED, "USR1 without a spot notice: Slurm's time-limit",
                  id="time-limit"),
 ])
 def test_a_requeue_names_its_warning(spot, kind, words):
@@ -49,8 +50,8 @@ def test_a_requeue_names_its_warning(spot, kind, words):
     st = compose_status("7", queue={"state": "PENDING", "reason": "BeginTime",
                                     "restart_count": 1}, events=events, now_s=T0 + 60)
     assert st.ending == kind and words in st.reason and not st.finished
-    assert "spot" in endings.describe(P.ENDING_PREEMPTED_SPOT)
-    assert "time-limit" in endings.describe(P.ENDING_PREEMPTED)
+    assert "spot" in endings.describe(K.ENDING_PREEMPTED_SPOT)
+    assert "time-limit" in endings.describe(K.ENDING_PREEMPTED)
 
 
 def test_each_attempt_is_told_by_its_own_ledger_events():
@@ -59,11 +60,11 @@ def test_each_attempt_is_told_by_its_own_ledger_events():
               + warned(1, 100, spot=False, end=ev("requeue", 0, 1, step=30))
               + [ev("attempt_start", 200, 2), ev("step_end", 240, 2, rc=0),
                  ev("job_end", 240, 2, rc=0, reason="completed")])
-    assert endings.ledger_ending(events[:5])[0] == P.ENDING_PREEMPTED_SPOT
-    assert endings.ledger_ending(events[:9])[0] == P.ENDING_PREEMPTED
+    assert endings.ledger_ending(events[:5])[0] == K.ENDING_PREEMPTED_SPOT
+    assert endings.ledger_ending(events[:9])[0] == K.ENDING_PREEMPTED
     rep = build_report("7", submitted_at=T0, events=events, log_text="", now_s=T0 + 300)
-    assert [a.ending for a in rep.attempts] == [P.ENDING_PREEMPTED_SPOT, P.ENDING_PREEMPTED,
-                                                P.ENDING_COMPLETED]
+    assert [a.ending for a in rep.attempts] == [K.ENDING_PREEMPTED_SPOT, K.ENDING_PREEMPTED,
+                                                K.ENDING_COMPLETED]
     assert "spot notice" in rep.attempts[0].detail
     assert "without a spot notice" in rep.attempts[1].detail
     assert rep.failures == []  # warned, nothing lost: not a failure
@@ -72,15 +73,15 @@ def test_each_attempt_is_told_by_its_own_ledger_events():
 def test_other_warned_endings_keep_their_kind_and_name_the_source():
     events = warned(0, 0, spot=True, end=ev("job_end", 0, rc=75, reason="requeue_limit"))
     kind, detail = endings.ledger_ending(events)
-    assert kind == P.ENDING_REQUEUE_LIMIT and "spot notice (terminate on n1)" in detail
+    assert kind == K.ENDING_REQUEUE_LIMIT and "spot notice (terminate on n1)" in detail
     events = warned(0, 0, spot=False, end=ev("job_end", 0, rc=1,
                                             reason="preempted_no_checkpoint"))
     kind, detail = endings.ledger_ending(events)
-    assert kind == P.ENDING_NOT_REQUEUED and "without a spot notice" in detail
+    assert kind == K.ENDING_NOT_REQUEUED and "without a spot notice" in detail
 
 
 def test_a_failure_is_not_dressed_as_a_warning():
     # A spot notice that came while the program was already failing: the ending stays an error.
     events = warned(0, 0, spot=True, end=ev("job_end", 0, rc=1, reason="program_error"))
     kind, detail = endings.ledger_ending(events)
-    assert kind == P.ENDING_PROGRAM_ERROR and "spot" not in detail
+    assert kind == K.ENDING_PROGRAM_ERROR and "spot" not in detail
