@@ -79,6 +79,14 @@ def init_distributed(env: DistEnv, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
     return backend
 
 
+def default_backend() -> str:
+    """``"nccl"`` where CUDA is available, else ``"gloo"``: the backend :func:`init_distributed`
+    would choose, for a framework that makes its own process group (Lightning)."""
+    import torch
+
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
 def shutdown() -> None:
     """Leave the process group if one is active (safe to call twice)."""
     import torch.distributed as dist

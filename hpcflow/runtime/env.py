@@ -70,6 +70,15 @@ class DistEnv:
         """True on global rank 0, the rank that commits checkpoints and prints progress."""
         return self.rank == 0
 
+    def torchrun_variables(self) -> dict[str, str]:
+        """This place as torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+        ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``; torch's ``torchrun`` docs),
+        for libraries that read only those (Hugging Face accelerate)."""
+        return {"RANK": str(self.rank), "WORLD_SIZE": str(self.world_size),
+                "LOCAL_RANK": str(self.local_rank),
+                "LOCAL_WORLD_SIZE": str(self.local_world_size),
+                "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port)}
+
 
 def port_for_job(job_id: str) -> int:
     """The rendezvous port of a Slurm job: ``PORT_BASE + job_id % PORT_SPAN``.

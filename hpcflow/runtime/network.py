@@ -106,6 +106,21 @@ def nccl_log_settings(environ: Mapping[str, str], run_dir: Path | None, job_id: 
     return out, path
 
 
+def start_nccl_log(environ: Mapping[str, str], run_dir: Path | None, env: Any) -> Path | None:
+    """Set this rank's NCCL log variables (:func:`nccl_log_settings`) in ``os.environ`` and
+    create the log's folder; returns the log file to read after the first collective, or
+    ``None``. Call it before the process group starts: NCCL reads them then (NCCL user guide,
+    "Environment Variables")."""
+    settings, path = nccl_log_settings(environ, run_dir, env.job_id, env.restart_count, env.rank)
+    os.environ.update(settings)
+    if path is not None and settings.get("NCCL_DEBUG_FILE"):
+        try:  # NCCL writes to stdout when it cannot open its file
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass
+    return path
+
+
 def read_choice(path: Path | None) -> NetChoice:
     """Parse a rank's NCCL log (at most :data:`LOG_READ_MAX` bytes, regular files only); an
     absent or unreadable file gives an empty choice (transport ``unknown``)."""

@@ -36,7 +36,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import CheckpointError, HpcflowError
@@ -57,7 +56,7 @@ from hpcflow.runtime.env import DistEnv, dist_env_from
 from hpcflow.runtime.heartbeat import Heartbeat
 from hpcflow.runtime.leaving import Preempted
 from hpcflow.runtime.lines import emit, log
-from hpcflow.runtime.network import NetworkExpectation, check_network, nccl_log_settings
+from hpcflow.runtime.network import NetworkExpectation, check_network, start_nccl_log
 from hpcflow.runtime.preemption import PreemptionMonitor
 from hpcflow.runtime.runconfig import RunConfig
 from hpcflow.runtime.startup import StartupClock
@@ -160,49 +159,24 @@ class Run:
         startup = StartupClock.from_environ(environ)
         startup.mark("from_env")
         env = dist_env_from(environ)
-        config = RunConfig.from_environ(environ)
-        overrides: dict[str, Any] = {}
-        if checkpoint_dir is not None:
-            overrides["checkpoint_dir"] = Path(checkpoint_dir)
-        if interval_steps is not None:
-            overrides["checkpoint_interval"] = interval_steps
-        if keep is not None:
-            overrides["checkpoint_keep"] = keep
-        if overrides:
-            from dataclasses import replace
-
-            config = replace(config, **overrides)
+        config = RunConfig.from_environ(environ).overridden(
+            checkpoint_dir=checkpoint_dir, interval_steps=interval_steps, keep=keep)
         monitor = PreemptionMonitor(config.preempt_flag, config.preempt_signal)
         monitor.announce(config.joined_dir, env.rank, environ.get("SLURMD_NODENAME"))
         heartbeat = Heartbeat.from_environ(environ, env.rank)
         if heartbeat is not None:
             heartbeat.beat(SECTION_STARTUP, 0)
         if torch_env:
-            os.environ.update({
-                "RANK": str(env.rank), "WORLD_SIZE": str(env.world_size),
-                "LOCAL_RANK": str(env.local_rank), "LOCAL_WORLD_SIZE": str(env.local_world_size),
-                "MASTER_ADDR": env.master_addr, "MASTER_PORT": str(env.master_port),
-            })
+            os.environ.update(env.torchrun_variables())
         expect = NetworkExpectation.from_environ(environ)
-        nccl_log: Path | None = None
-        if expect is not None and join_process_group:
-            # Before the process group: NCCL reads these when it starts (NCCL user guide).
-            settings, nccl_log = nccl_log_settings(environ, config.run_dir, env.job_id,
-                                                   env.restart_count, env.rank)
-            os.environ.update(settings)
-            if nccl_log is not None and settings.get("NCCL_DEBUG_FILE"):
-                try:  # NCCL writes to stdout when it cannot open its file
-                    nccl_log.parent.mkdir(parents=True, exist_ok=True)
-                except OSError:
-                    pass
         if join_process_group:
+            # Before the process group: NCCL reads these when it starts (NCCL user guide).
+            nccl_log = start_nccl_log(environ, config.run_dir, env) if expect else None
             backend = hdist.init_distributed(env, timeout_s=timeout_s)
             if expect is not None:
                 check_network(env, config.run_dir, expect, nccl_log)
         else:
-            import torch
-
-            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            backend = hdist.default_backend()
         emit(env, TAG_START, {
             "world_size": env.world_size, "launcher": env.launcher, "backend": backend,
             "job_id": env.job_id, "restart_count": env.restart_count,
@@ -261,12 +235,8 @@ class Run:
         if before_load is not None:
             before_load(latest)
         self.ckpt.load(latest, {"app": self._app(state, restore_rng=same_world)})
-        self.step = self._last_saved = latest
-        if self.auto is not None:
-            self.auto.restarted = True
         self._beat(SECTION_STEP)
-        emit(self.env, TAG_RESUME, {"step": latest})
-        self._last_boundary = time.monotonic()
+        self.report_resume(latest)
         return latest
 
     def report_resume(self, step: int) -> None:

@@ -7,10 +7,12 @@ Pure: no torch, no file access.
 from __future__ import annotations
 
 import math
+import os
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import hpcflow.protocol as P
 from hpcflow.protocol import EXIT_PREEMPTED
@@ -91,6 +93,19 @@ class RunConfig:
             parallelism=P.parse_parallelism(parallelism) if parallelism else None,
             preempt_signal=_signal(environ),
         )
+
+    def overridden(self, *, checkpoint_dir: str | os.PathLike[str] | None = None,
+                   interval_steps: int | None = None, keep: int | None = None) -> RunConfig:
+        """A copy with the caller's own checkpoint folder, interval (steps) or number of
+        checkpoints kept, where given (``Run.from_env``'s arguments win over the job's)."""
+        changes: dict[str, Any] = {}
+        if checkpoint_dir is not None:
+            changes["checkpoint_dir"] = Path(checkpoint_dir)
+        if interval_steps is not None:
+            changes["checkpoint_interval"] = interval_steps
+        if keep is not None:
+            changes["checkpoint_keep"] = keep
+        return replace(self, **changes) if changes else self
 
 
 def _signal(environ: Mapping[str, str]) -> int:
