@@ -159,7 +159,7 @@ STARTUP_PHASES = ("launch_s", "imports_s", "join_s", "build_s", "restore_s", "fi
 #: Version of this contract, recorded in the run directory (:data:`VERSION_FILE`) by the first
 #: attempt. A job rendered by another version ends at once with a message (docs/protocol.md,
 #: "Version skew") instead of being run by rules it was not written for.
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 #: File in the state folder that holds the protocol version of the job's batch script.
 VERSION_FILE = "protocol-version"
 EVENT_ATTEMPT_START = "attempt_start"
@@ -228,6 +228,19 @@ def flag_name(job_id: str, restart: int) -> str:
     """File name of the preemption flag the supervisor writes at the warning
     (``preempt-<job>-<restart>.flag``)."""
     return f"preempt-{attempt_suffix(job_id, restart)}.flag"
+
+
+def signals_name(job_id: str, restart: int) -> str:
+    """File where the batch shell records each warning signal it takes, one line ``<name> <unix
+    s>`` (``signals-<job>-<restart>``), before it passes the signal on to the supervisor, which
+    reads the lines: a signal that came while the supervisor was starting is not lost."""
+    return f"signals-{attempt_suffix(job_id, restart)}"
+
+
+def answer_name(job_id: str, restart: int) -> str:
+    """File of the supervisor's last word to the batch script (``answer-<job>-<restart>``):
+    ``exit <status>``. Without it the batch script records ``supervisor_error``."""
+    return f"answer-{attempt_suffix(job_id, restart)}"
 
 
 def committed_name(job_id: str, restart: int) -> str:

@@ -27,20 +27,14 @@ TEMPLATE = "train.sbatch.j2"
 #: stopped before the deadline (the same role as slurm.conf's KillWait, default 30 s).
 TERM_GRACE_S = 10
 
-# The per-attempt protocol files, named once in hpcflow.protocol; the shell fills in the ids.
+# The per-attempt files the batch script itself names (the supervisor names the rest); the
+# shell fills in the ids.
 _FILES = {
-    "flag": protocol.flag_name("${hpcflow_job_id}", "${hpcflow_restart}"),
-    "committed": protocol.committed_name("${hpcflow_job_id}", "${hpcflow_restart}"),
-    "joined": protocol.joined_name("${hpcflow_job_id}", "${hpcflow_restart}"),
-    "notice": protocol.notice_name("${hpcflow_job_id}"),
-    "heartbeat": protocol.heartbeat_name("${hpcflow_job_id}", "${hpcflow_restart}", "${hpcflow_try}"),
-    "errors": protocol.errors_name("${hpcflow_job_id}", "${hpcflow_restart}", "${hpcflow_try}"),
-    "exits": protocol.exits_name("${hpcflow_job_id}", "${hpcflow_restart}"),
-    "done": protocol.done_name("${hpcflow_job_id}", "${hpcflow_restart}"),
+    "signals": protocol.signals_name("${hpcflow_job_id}", "${hpcflow_restart}"),
+    "answer": protocol.answer_name("${hpcflow_job_id}", "${hpcflow_restart}"),
 }
 # The protocol words the batch script itself spells (everything else the supervisor writes).
-_EVENTS = {"job_end": protocol.EVENT_JOB_END, "stop": protocol.EVENT_STOP,
-           "mirror_abandoned": protocol.EVENT_MIRROR_ABANDONED}
+_EVENTS = {"job_end": protocol.EVENT_JOB_END}
 _REASONS = {"supervisor_error": protocol.REASON_SUPERVISOR_ERROR}
 
 # sbatch parses "#SBATCH" lines itself (not with a shell): double quotes group a value with
@@ -183,11 +177,42 @@ def watchdog_options(spec: JobSpec) -> list[str]:
     return words
 
 
-def supervisor_config(spec: JobSpec) -> str:
-    """The job's limits for :mod:`hpcflow.supervisor` as compact JSON (read by
-    ``hpcflow.supervisor.rules.Limits``), with the protocol version the script was rendered for."""
+def step_env(spec: JobSpec) -> dict[str, str]:
+    """The spec's settings the supervisor exports to every rank (docs/protocol.md,
+    "Environment"), after the spec's own ``env`` (so these win). The batch script itself
+    exports the run and checkpoint folders and the warning signal, which the spot watcher reads
+    from it (:func:`hpcflow.spot.nodejobs.parse_batch_script`)."""
+    env = {
+        protocol.ENV_CHECKPOINT_INTERVAL: (protocol.CHECKPOINT_INTERVAL_AUTO
+                                           if spec.checkpoint.interval == "auto"
+                                           else str(spec.checkpoint.interval_steps)),
+        protocol.ENV_CHECKPOINT_KEEP: str(spec.checkpoint.keep),
+        protocol.ENV_MAX_REQUEUES: str(spec.preemption.max_requeues),
+    }
+    if spec.checkpoint.interval == "auto":
+        env[protocol.ENV_FAILURES_PER_NODE_HOUR] = repr(spec.checkpoint.failures_per_node_hour)
+    if spec.parallelism is not None:
+        p = spec.parallelism
+        env[protocol.ENV_PARALLELISM] = protocol.format_parallelism(p.dp, p.pp, p.tp)
+    return env
+
+
+def supervisor_config(spec: JobSpec, *, python: str | None = None) -> str:
+    """What :mod:`hpcflow.supervisor` needs to run an attempt, as JSON (one member a line,
+    sorted): the job's limits (read by ``hpcflow.supervisor.rules.Limits``), the step's command
+    (srun's options, torchrun's, the program's words), the ranks' environment, the watchdog's,
+    the S3 mirror's and the spot watcher's settings, and the protocol version the script was
+    rendered for.
+
+    Args:
+        spec: the job spec.
+        python: the interpreter that runs hpcflow (the supervisor, the watchdog, the mirror);
+            default :data:`sys.executable`.
+    """
     res = spec.resilience
-    cfg = {
+    hpcflow_python = python or sys.executable
+    interpreter = spec.program.python or hpcflow_python
+    cfg: dict[str, object] = {
         "protocol_version": protocol.PROTOCOL_VERSION,
         "ntasks": spec.ntasks,
         "step_nodes": spec.nodes,
@@ -198,11 +223,28 @@ def supervisor_config(spec: JobSpec) -> str:
         "launcher": spec.launcher,
         "requeue_margin_s": spec.preemption.requeue_margin_s,
         "term_grace_s": TERM_GRACE_S,
+        "signal": spec.preemption.signal,
+        "signal_lead_s": spec.preemption.signal_lead_s,
+        "time_limit_s": spec.time_limit_s,
+        "hpcflow_python": hpcflow_python,
+        "env": step_env(spec),
+        "step": {
+            "srun": srun_options(spec),
+            "torchrun": ({"python": interpreter, "nproc_per_node": spec.tasks_per_node}
+                         if spec.launcher == "torchrun" else None),
+            "program": program_words(spec, interpreter),
+        },
+        "watchdog": ({"options": watchdog_options(spec),
+                      "heartbeat_interval_s": res.heartbeat_interval_s}
+                     if res is not None and res.watchdog else None),
+        "mirror": ({"s3_uri": spec.checkpoint.s3_uri, "keep": spec.checkpoint.keep}
+                   if spec.checkpoint.s3_uri else None),
+        "spot_watch_nodes": allocated_nodes(spec) if spec.preemption.spot_watch else 0,
     }
     if res is not None:
         cfg.update(max_in_job_restarts=res.max_in_job_restarts, max_failures=res.max_failures,
                    exclude_after=res.exclude_after_failures)
-    return json.dumps(cfg, separators=(",", ":"), sort_keys=True)
+    return json.dumps(cfg, indent=1, sort_keys=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -248,7 +290,6 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
                          "hpcflow.nccl.exports.network_exports(spec), or render with "
                          "hpcflow.jobs.script.job_script")
     network = network or NetworkExports()
-    interpreter = spec.program.python or python or sys.executable
     context = {
         "name": spec.name,
         "sbatch_options": sbatch_options(spec, array=array),
@@ -256,48 +297,25 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "launcher": spec.launcher,
         "run_dir": str(spec.run_dir),
         "checkpoint_dir": str(spec.checkpoint_dir),
-        "checkpoint_interval": (protocol.CHECKPOINT_INTERVAL_AUTO
-                                if spec.checkpoint.interval == "auto"
-                                else spec.checkpoint.interval_steps),
-        "failures_per_node_hour": repr(spec.checkpoint.failures_per_node_hour),
-        "checkpoint_keep": spec.checkpoint.keep,
-        "s3_uri": spec.checkpoint.s3_uri or "",
-        "hpcflow_python": python or sys.executable,  # the mirror and spot watcher run hpcflow itself
+        "hpcflow_python": python or sys.executable,  # the supervisor runs hpcflow itself
         "max_requeues": spec.preemption.max_requeues,
         "requeue_margin_s": spec.preemption.requeue_margin_s,
-        "term_grace_s": TERM_GRACE_S,
-        "time_limit_s": spec.time_limit_s,
         "protocol": spec.program.protocol,
         "signal": spec.preemption.signal,
-        "requeue": spec.preemption.requeue,
-        "spot_watch": spec.preemption.spot_watch,
-        "parallelism": (
-            protocol.format_parallelism(spec.parallelism.dp, spec.parallelism.pp, spec.parallelism.tp)
-            if spec.parallelism is not None else ""
-        ),
-        "files": _FILES,
-        "exit_preempted": protocol.EXIT_PREEMPTED,
         "signal_lead_s": spec.preemption.signal_lead_s,
+        "time_limit_s": spec.time_limit_s,
+        "ntasks": spec.ntasks,
+        "files": _FILES,
         # (name, literal value, None) or (name, "", path of a value read at run time)
         "env": [(k, v, None) if isinstance(v, str) else (k, "", v.from_file)
                 for k, v in sorted(spec.env.items())],
         "network_preset": list(network.settings),
         "efa_expected": network.efa_interfaces > 0,
         "instance_type": spec.network.instance_type if spec.network else "",
-        "nodes": spec.nodes,
-        "alloc_nodes": allocated_nodes(spec),
-        "tasks_per_node": spec.tasks_per_node,
-        "ntasks": spec.ntasks,
-        "python": interpreter,
-        "srun_options": srun_options(spec),
-        "program_words": program_words(spec, interpreter),
-        "resilience": spec.resilience,
-        "watchdog_python": python or sys.executable,
-        "watchdog_options": watchdog_options(spec),
         "events": _EVENTS,
         "reasons": _REASONS,
         "state_dir": protocol.STATE_DIR,
         "ledger_file": protocol.LEDGER_FILE,
-        "supervisor_config": supervisor_config(spec),
+        "supervisor_config": supervisor_config(spec, python=python),
     }
     return _environment().get_template(TEMPLATE).render(**context)

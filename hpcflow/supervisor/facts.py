@@ -97,10 +97,6 @@ class Paths:
     def version(self) -> Path:
         return self.state / P.VERSION_FILE
 
-    @property
-    def supervisor_state(self) -> Path:
-        return self.state / f"supervisor-{P.attempt_suffix(self.job_id, self.restart)}.json"
-
     def errors(self, try_: int) -> Path:
         return self.state / P.errors_name(self.job_id, self.restart, try_)
 

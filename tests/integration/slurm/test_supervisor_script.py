@@ -145,7 +145,7 @@ def test_the_requeue_is_the_last_act_while_slurm_terms_the_script(harness):
 @pytest.mark.parametrize(("change", "reason", "words"), [
     pytest.param(("-m hpcflow.supervisor ", "-m hpcflow.no_such_supervisor "),
                  P.REASON_SUPERVISOR_ERROR, "supervisor gave no answer", id="crashed"),
-    pytest.param((f'"protocol_version":{P.PROTOCOL_VERSION}', '"protocol_version":1'),
+    pytest.param((f'"protocol_version": {P.PROTOCOL_VERSION}', '"protocol_version": 1'),
                  P.REASON_VERSION_SKEW, "Submit the job again", id="version-skew"),
 ])
 def test_a_job_the_supervisor_cannot_run_ends_at_once_with_an_honest_record(

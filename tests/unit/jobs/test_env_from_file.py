@@ -20,7 +20,7 @@ def exports(script: str) -> str:
     log = script[script.index("hpcflow_log() {"):]
     log = log[:log.index("}\n") + 2]
     block = script[script.index("# ---- Settings from the job spec"):
-                   script.index("# ---- Protocol files of this attempt.")]
+                   script.index("# ---- The attempt.")]
     return log + block
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from batch_script import step_command
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -211,24 +212,20 @@ def expected_header(job: JobSpec) -> dict[str, str | None]:
 
 
 def bash_words(script: str, env_names: list[str]) -> tuple[list[bytes], list[bytes]]:
-    """Run the script's environment exports and its srun command in bash, with srun replaced by
-    a function that prints its arguments; returns (env values, srun argv) as bash has them."""
+    """Run the script's environment exports in bash; returns (env values as bash has them, the
+    step's argv as the supervisor starts it from the script's settings)."""
     exports = script[script.index("# ---- Settings from the job spec"):
-                     script.index("# ---- Protocol files of this attempt.")]
-    step = script[script.index("\nsrun \\\n"):script.index("hpcflow_step_pid=$!")]
-    assert step.endswith(" &\n")
+                     script.index("# ---- The attempt.")]
     program = "\n".join([
-        "srun() { printf '%s\\0' \"$@\"; }",
         exports,
         'for hpcflow_t_name in "$@"; do printf \'%s\\0\' "${!hpcflow_t_name}"; done',
-        "hpcflow_nnodes=2 hpcflow_rdzv_host=h hpcflow_rdzv_port=1 hpcflow_job_id=1",
-        step[:-3] + "\n",
     ])
     out = subprocess.run(["bash", "-c", program, "bash", *env_names], capture_output=True,
                          check=False, timeout=30)
     assert out.returncode == 0, out.stderr
     words = out.stdout.split(b"\0")[:-1]
-    return words[: len(env_names)], words[len(env_names):]
+    argv = [w.encode() for w in step_command(script, host="h", job_id="1", nnodes="2")[1:]]
+    return words, argv
 
 
 def check_script(script: bytes, job: JobSpec, tmp: Path) -> None:
@@ -361,5 +358,5 @@ def test_the_property_harness_accepts_a_plain_spec(slurm, hpcflow, scratch):
     with pytest.raises(AssertionError):  # a header that differs is caught
         check_script(result.stdout_bytes.replace(b"--nodes=1", b"--nodes=2"), job, scratch["specs"])
     with pytest.raises(AssertionError):  # a word that differs is caught
-        check_script(result.stdout_bytes.replace(b"'it'\"'\"'s'", b"'it s'"), job, scratch["specs"])
+        check_script(result.stdout_bytes.replace(b"it'\"'\"'s", b"it s"), job, scratch["specs"])
     assert os.environ["HPCFLOW_HOME"] == str(scratch["home"])

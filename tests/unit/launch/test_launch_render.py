@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from batch_script import ranks_env, step_command
 
 from hpcflow.launch.params import build_spec
 from hpcflow.slurm.render import render_sbatch
@@ -25,10 +26,11 @@ def script(array: str | None = None) -> str:
 def test_one_signal_everywhere_and_the_payload_runner_under_srun():
     text = script()
     assert "#SBATCH --signal=B:USR2@120" in text and "#SBATCH --requeue" in text
-    assert "trap hpcflow_on_usr1 USR2" in text
+    assert "trap 'hpcflow_pass_on USR2' USR2" in text
     assert "export SUBMITIT_PREEMPT_SIGNAL=USR2" in text
     assert "export HPCFLOW_PREEMPT_SIGNAL=USR2" in text
-    assert "  -m \\\n  submitit.core._submit \\\n  '/work/jobs folder' &" in text
+    assert ranks_env(text)["HPCFLOW_MAX_REQUEUES"] == "3"
+    assert step_command(text)[-5:] == ARGV
     assert "--array" not in text and "hpcflow_task=" not in text
 
 

@@ -3,16 +3,17 @@ ShellCheck-clean with every launcher, values quoted."""
 
 from __future__ import annotations
 
-import json
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from batch_script import supervisor_config
 
 from hpcflow.slurm.render import render_sbatch
+from hpcflow.supervisor.attempt import try_env, watchdog_argv
+from hpcflow.supervisor.facts import Paths
 from hpcflow.spec.job import JobSpec
 
 PYTHON = "/opt/my venv/bin/python"
@@ -27,20 +28,20 @@ def job(**changes: Any) -> JobSpec:
     return JobSpec.model_validate(data)
 
 
-def supervisor_config(text: str) -> dict[str, Any]:
-    (line,) = [ln for ln in text.splitlines() if ln.startswith("hpcflow_config=")]
-    return json.loads(shlex.split(line.partition("=")[2])[0])
+PATHS = Paths(Path("/scratch/it's $(odd)"), Path("/scratch/it's $(odd)/checkpoints"), "4242", 0)
 
 
 def test_with_resilience_false_no_resilience_code_is_rendered() -> None:
     text = render_sbatch(job(resilience=False), python=PYTHON)
     for word in ("hpcflow.watchdog", "HPCFLOW_HEARTBEAT_DIR", "step_restart"):
         assert word not in text
-    assert supervisor_config(text)["resilience"] is False
+    cfg = supervisor_config(text)
+    assert cfg["resilience"] is False and cfg["watchdog"] is None
+    assert watchdog_argv(cfg, PATHS, 0) == []
     # A rank's traceback is still recorded for `hpcflow report`: one step, try 0.
-    assert 'hpcflow_try=0\n' in text
-    assert ('export HPCFLOW_ERROR_DIR="$hpcflow_state_dir/errors-'
-            '${hpcflow_job_id}-${hpcflow_restart}-${hpcflow_try}"\n') in text
+    assert try_env(cfg, PATHS, 0) == {
+        "HPCFLOW_STEP_TRY": "0",
+        "HPCFLOW_ERROR_DIR": "/scratch/it's $(odd)/.hpcflow/errors-4242-0-0"}
 
 
 def test_the_batch_script_decides_nothing_itself() -> None:
@@ -55,9 +56,11 @@ def test_the_batch_script_decides_nothing_itself() -> None:
 
 def test_watchdog_runs_with_the_submitting_interpreter_quoted() -> None:
     text = render_sbatch(job(resilience={"timeouts": {"step_s": 45}}), python=PYTHON)
-    assert "  '/opt/my venv/bin/python' -m hpcflow.watchdog --heartbeat-dir" in text
-    assert "    --step-s=45 </dev/null &\n" in text
-    assert "hpcflow_start_watchdog\n" in text
+    argv = watchdog_argv(supervisor_config(text), PATHS, 1)
+    assert argv[:5] == [PYTHON, "-m", "hpcflow.watchdog", "--heartbeat-dir",
+                        "/scratch/it's $(odd)/.hpcflow/heartbeat-4242-0-1"]
+    assert argv[-1] == "--step-s=45" and argv[argv.index("--try") + 1] == "1"
+    assert try_env(supervisor_config(text), PATHS, 1)["HPCFLOW_HEARTBEAT_INTERVAL_S"] == "2"
     no_watchdog = render_sbatch(job(resilience={"watchdog": False}), python=PYTHON)
     assert "hpcflow.watchdog" not in no_watchdog
     cfg = supervisor_config(no_watchdog)

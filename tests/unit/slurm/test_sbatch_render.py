@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2
 import pytest
+from batch_script import ranks_env, step_command, supervisor_config
 
 from hpcflow.slurm.render import render_sbatch, sbatch_value
 from hpcflow.spec.job import JobSpec
@@ -204,21 +205,22 @@ def exported(text: str) -> dict[str, str]:
 
 def test_env_and_protocol_values_are_exported_literally() -> None:
     spec = SPECS["srun-gpu-argv-env"]
-    values = exported(render_sbatch(spec, python=PYTHON))
+    text = render_sbatch(spec, python=PYTHON)
+    values = exported(text)
     assert values["ODD"] == HOSTILE
     assert values["NCCL_DEBUG"] == "INFO"
     assert values["HPCFLOW_RUN_DIR"] == "/scratch/runs/toy"
     assert values["HPCFLOW_CHECKPOINT_DIR"] == "/fsx/ckpt"
-    assert values["HPCFLOW_CHECKPOINT_INTERVAL"] == "1000"
-    assert values["HPCFLOW_CHECKPOINT_KEEP"] == "2"
-    assert values["HPCFLOW_MAX_REQUEUES"] == "5"
+    # The rest the supervisor exports to the ranks, after the spec's env.
+    ranks = ranks_env(text)
+    assert ranks["HPCFLOW_CHECKPOINT_INTERVAL"] == "1000"
+    assert ranks["HPCFLOW_CHECKPOINT_KEEP"] == "2"
+    assert ranks["HPCFLOW_MAX_REQUEUES"] == "5"
 
 
-def test_step_runs_in_the_background_with_kill_on_bad_exit() -> None:
+def test_the_step_is_srun_with_kill_on_bad_exit_and_the_nodes_excluded() -> None:
     text = render_sbatch(SPECS["srun-module"], python=PYTHON)
-    step = text[text.index("\nsrun \\") : text.index("hpcflow_step_pid=$!")]
-    words = shlex.split(step.replace("\\\n", " "))
-    assert words[-1] == "&"
+    words = step_command(text, exclude=["n3"])
     assert words[:8] == [
         "srun",
         "--kill-on-bad-exit=1",
@@ -226,59 +228,66 @@ def test_step_runs_in_the_background_with_kill_on_bad_exit() -> None:
         "--ntasks=4",
         "--ntasks-per-node=2",
         "--cpus-per-task=1",
-        "${hpcflow_srun_exclude[@]}",  # the nodes the supervisor excluded (resilience is on)
+        "--exclude=n3",  # the nodes the supervisor excluded (resilience is on)
         PYTHON,
     ]
-    assert words[8:-1] == ["-m", "hpcflow.examples.train", "--steps", "200"]
+    assert words[8:] == ["-m", "hpcflow.examples.train", "--steps", "200"]
+    assert "--exclude" not in " ".join(step_command(text))
 
 
 def test_torchrun_runs_one_task_per_node_and_keeps_the_flag_file() -> None:
     text = render_sbatch(SPECS["torchrun-container"], python=PYTHON)
-    step = text[text.index("\nsrun \\") : text.index("hpcflow_step_pid=$!")]
-    assert "--ntasks=2 \\\n  --ntasks-per-node=1 \\\n  --cpus-per-task=4" in step
-    assert "'--container-image=nvcr.io#nvidia/pytorch:24.05-py3'" in step
+    step = step_command(text, host="gpu-1", job_id="777", nnodes="2")
+    assert step[3:6] == ["--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=4"]
+    assert "--container-image=nvcr.io#nvidia/pytorch:24.05-py3" in step
     assert "--container-mounts=/fsx:/fsx,/a:/b:ro" in step
-    assert "-m torch.distributed.run" in step
+    assert step[step.index("-m") - 1:step.index("-m") + 2] == [PYTHON, "-m",
+                                                               "torch.distributed.run"]
     assert "--nproc-per-node=4" in step and "--rdzv-backend=c10d" in step
-    assert '--rdzv-endpoint="${hpcflow_rdzv_host}:${hpcflow_rdzv_port}"' in step
-    assert shlex.split(step.replace("\\\n", " "))[-3:-1] == ["pkg.train", HOSTILE]
-    trap = text[text.index("hpcflow_on_usr1() {") : text.index("\n}\n", text.index("hpcflow_on_usr1"))]
-    assert "hpcflow_supervisor warning --signal USR1" in trap  # it writes the flag file
-    assert "kill -USR1" not in trap
-    # torchrun dies on USR1: the supervisor never forwards it there (test_warning_rules).
-    assert json.loads(shlex.split(text[text.index("hpcflow_config="):].split("\n")[0])[0]
-                      .split("=", 1)[1])["launcher"] == "torchrun"
+    assert "--rdzv-endpoint=gpu-1:20777" in step and "--nnodes=2" in step
+    assert step[-3:] == ["-m", "pkg.train", HOSTILE]
+    # torchrun dies on USR1: the supervisor never forwards it there (test_warning_rules); the
+    # shell only passes the warning on to the supervisor.
+    assert supervisor_config(text)["launcher"] == "torchrun"
+    assert "kill -s \"$1\" \"$hpcflow_pid\"" in text
 
 
-def test_srun_trap_forwards_usr1_and_never_term() -> None:
+def test_the_trap_passes_the_warning_to_the_supervisor_and_never_term() -> None:
     text = render_sbatch(SPECS["srun-module"], python=PYTHON)
-    trap = text[text.index("hpcflow_on_usr1() {") : text.index("\n}\n", text.index("hpcflow_on_usr1"))]
-    # The supervisor forwards the spec's signal to srun's pid (test_warning_rules: once every
-    # rank joined); the trap never sends TERM, which srun turns into KILL for the tasks.
-    assert 'hpcflow_supervisor warning --signal USR1 --step-pid "${hpcflow_step_pid:-0}"' in trap
-    assert "TERM" not in re.sub(r"#.*", "", trap)
+    handler = text[text.index("hpcflow_pass_on() {"):text.index("\n}\n", text.index("hpcflow_pass_on"))]
+    # The line in the signals file, then the signal to the supervisor, which forwards the spec's
+    # signal to srun (test_warning_rules: once every rank joined); this shell never sends TERM,
+    # which srun turns into KILL for the tasks.
+    assert '>>"$hpcflow_signals"' in handler and 'kill -s "$1" "$hpcflow_pid"' in handler
+    assert "trap 'hpcflow_pass_on USR1' USR1" in text
+    assert "TERM" not in re.sub(r"#.*", "", handler)
+    assert "trap '' TERM" in text  # the shell outlives Slurm's TERM to keep the last word
     assert "set -uo pipefail" in text and "set -e" not in text
 
 
 def test_default_python_is_the_running_interpreter() -> None:
     text = render_sbatch(SPECS["srun-module"])
-    assert f"  {shlex.quote(sys.executable)} \\\n  -m \\\n" in text
+    assert step_command(text)[6:9] == [sys.executable, "-m", "hpcflow.examples.train"]
+    assert f"exec {shlex.quote(sys.executable)} -m hpcflow.supervisor run" in text
 
 
 def test_spec_python_wins_over_the_default() -> None:
     spec = job(program={"module": "m", "python": "/usr/bin/python3.11"})
-    assert "  /usr/bin/python3.11 \\\n  -m \\\n  m &\n" in render_sbatch(spec, python=PYTHON)
+    assert step_command(render_sbatch(spec, python=PYTHON))[-3:] == ["/usr/bin/python3.11",
+                                                                     "-m", "m"]
 
 
 def test_hpcflows_own_processes_use_hpcflows_interpreter_not_the_programs() -> None:
-    # The program's interpreter may be a container's, without hpcflow; the spot watcher and the
-    # S3 mirror run on the node with the interpreter that has hpcflow.
+    # The program's interpreter may be a container's, without hpcflow; the supervisor, the spot
+    # watcher and the S3 mirror run on the node with the interpreter that has hpcflow.
     spec = job(program={"module": "m", "python": "/usr/bin/python3.11"},
                preemption={"spot_watch": True},
                checkpoint={"s3_uri": "s3://ckpt-bucket/runs"})
     text = render_sbatch(spec, python=PYTHON)
-    assert f"{PYTHON} -m hpcflow spot-watch" in text
-    assert text.count(f"{PYTHON} -m hpcflow.mirror") == 2
+    cfg = supervisor_config(text)
+    assert cfg["hpcflow_python"] == PYTHON and cfg["spot_watch_nodes"] == 2
+    assert cfg["mirror"] == {"s3_uri": "s3://ckpt-bucket/runs", "keep": 3}
+    assert f"exec {PYTHON} -m hpcflow.supervisor run" in text
     assert "/usr/bin/python3.11 -m hpcflow" not in text
 
 

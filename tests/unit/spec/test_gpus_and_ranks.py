@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from batch_script import step_command
 
 from hpcflow.errors import SpecError
 from hpcflow.slurm.render import render_sbatch, srun_options
@@ -30,7 +31,7 @@ def test_tasks_per_node_defaults_to_the_gpu_count(launcher: str) -> None:
         assert "--ntasks=16" in srun_options(job)
     else:
         assert "--ntasks=2" in srun_options(job)
-        assert "--nproc-per-node=8 \\\n" in script
+        assert "--nproc-per-node=8" in step_command(script)
 
 
 def test_without_gpus_the_default_stays_one_rank_per_node() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from batch_script import ranks_env
 
 from hpcflow.errors import SpecError
 from hpcflow.jobs.script import job_script
@@ -42,7 +43,7 @@ def test_a_layout_that_does_not_fit_names_the_field_and_the_rule(layout, words):
 
 def test_a_fitting_layout_reaches_the_ranks():
     spec = JobSpec.model_validate({**BASE, "parallelism": {"pp": 2, "tp": 2}})
-    assert "export HPCFLOW_PARALLELISM=-1,2,2\n" in job_script(spec, python="/usr/bin/python3")
+    assert ranks_env(job_script(spec, python="/usr/bin/python3"))["HPCFLOW_PARALLELISM"] == "-1,2,2"
     plain = JobSpec.model_validate(BASE)
     assert "HPCFLOW_PARALLELISM" not in job_script(plain, python="/usr/bin/python3")
 

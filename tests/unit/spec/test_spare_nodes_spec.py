@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from batch_script import spot_watch_command, step_command
+from batch_script import supervisor_config as rendered_config
 
 from hpcflow.errors import SpecError
 from hpcflow.slurm.render import render_sbatch, sbatch_options, srun_options, supervisor_config
@@ -33,7 +35,7 @@ def test_spare_nodes_are_allocated_but_each_step_keeps_the_layout() -> None:
     words = srun_options(spec)
     assert "--nodes=2" in words and "--ntasks=8" in words
     script = render_sbatch(spec, python="/usr/bin/python3")
-    assert '  "${hpcflow_srun_exclude[@]}" \\\n' in script
+    assert step_command(script, exclude=["n2"])[6] == "--exclude=n2"
     cfg = json.loads(supervisor_config(spec))
     assert (cfg["step_nodes"], cfg["exclude_after"]) == (2, 2)
 
@@ -41,7 +43,7 @@ def test_spare_nodes_are_allocated_but_each_step_keeps_the_layout() -> None:
 def test_without_the_block_the_allocation_is_the_nodes() -> None:
     spec = job(nodes=2, resilience=False)
     assert dict(sbatch_options(spec))["--nodes"] == "2"
-    assert "hpcflow_srun_exclude" not in render_sbatch(spec, python="/usr/bin/python3")
+    assert rendered_config(render_sbatch(spec, python="/usr/bin/python3"))["resilience"] is False
 
 
 @pytest.mark.parametrize(("changes", "expected"), [
@@ -69,4 +71,5 @@ def test_bad_values_are_refused_naming_field_value_and_allowed(changes: dict,
 def test_the_spot_watcher_runs_on_every_allocated_node_spares_included() -> None:
     spec = job(nodes=2, preemption={"spot_watch": True}, resilience={"spare_nodes": 1})
     script = render_sbatch(spec, python="/usr/bin/python3")
-    assert "srun --overlap --kill-on-bad-exit=0 --nodes=3 --ntasks=3 \\\n" in script
+    assert spot_watch_command(script)[:5] == ["srun", "--overlap", "--kill-on-bad-exit=0",
+                                              "--nodes=3", "--ntasks=3"]

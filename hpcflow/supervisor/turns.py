@@ -1,0 +1,347 @@
+"""The supervisor's turns: at each moment of an attempt, gather the facts, apply a rule, record
+it in the ledger and say what to do (docs/architecture.md, "The supervisor").
+
+- :meth:`Turns.start`: before the first step (the version check, the failure bound, the nodes
+  earlier attempts excluded);
+- :meth:`Turns.warning`: the preemption warning (the flag file, the forward once every rank
+  joined, the deadline re-read, the stop timer);
+- :meth:`Turns.deadline`: the stop timer fired (wait for the joined ranks' checkpoint, or stop
+  a program that never joined);
+- :meth:`Turns.after_step`: a step ended (``step_end``, the restart rules);
+- :meth:`Turns.end`: the ending ladder (requeue, or ``job_end``).
+
+The rules themselves are pure (:mod:`~hpcflow.supervisor.rules`, :mod:`~hpcflow.supervisor.
+warning`); the facts come from :mod:`~hpcflow.supervisor.facts`; the effects on Slurm and the
+step from :mod:`~hpcflow.supervisor.effects`. :mod:`~hpcflow.supervisor.attempt` runs the turns
+around the step's processes. Log lines go to stderr (the job log).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcflow import fsutil, ledger
+from hpcflow import protocol as P
+from hpcflow.hostlist import expand_hostlist
+from hpcflow.supervisor import effects, facts, rules, warning
+
+__all__ = ["Job", "StartAnswer", "StepEnd", "Turns", "log"]
+
+
+def log(message: str) -> None:
+    """One line in the job log, in the batch script's ``hpcflow:`` format."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    print(f"hpcflow: {stamp} {message}", file=sys.stderr, flush=True)
+
+
+class Job:
+    """One attempt of one job: its ids, paths and limits, and its ledger.
+
+    Args:
+        cfg: the job's settings as rendered into the batch script
+            (:func:`hpcflow.slurm.render.supervisor_config`).
+        job_id: ``SLURM_JOB_ID``.
+        requeue_id: the id that names the job to requeue (``<arrayjob>_<task>`` for an array
+            element); the ledger's ``job_id``.
+        restart: ``SLURM_RESTART_COUNT`` (0 on the first run).
+        nodelist: ``SLURM_JOB_NODELIST``.
+        run_dir, checkpoint_dir: ``HPCFLOW_RUN_DIR``, ``HPCFLOW_CHECKPOINT_DIR``.
+    """
+
+    def __init__(self, cfg: Mapping[str, Any], *, job_id: str, requeue_id: str, restart: int,
+                 nodelist: str, run_dir: Path, checkpoint_dir: Path) -> None:
+        self.cfg = cfg
+        self.job_id = job_id
+        self.requeue_id = requeue_id or job_id
+        self.restart = restart
+        self.nodelist = nodelist
+        self.paths = facts.Paths(Path(run_dir), Path(checkpoint_dir), job_id, restart)
+        self.limits = rules.Limits(
+            ntasks=cfg["ntasks"], step_nodes=cfg["step_nodes"], max_requeues=cfg["max_requeues"],
+            requeue_allowed=cfg["requeue_allowed"], resilience=cfg["resilience"],
+            max_in_job_restarts=cfg.get("max_in_job_restarts", 0),
+            max_failures=cfg.get("max_failures", 0), exclude_after=cfg.get("exclude_after", 0))
+
+    @property
+    def protocol(self) -> str:
+        """``program.protocol`` (``auto``, ``requeue``)."""
+        return str(self.cfg.get("program_protocol", "auto"))
+
+    def hosts(self) -> list[str]:
+        """The allocation's hosts, or ``[]`` when the node list cannot be expanded."""
+        try:
+            return expand_hostlist(self.nodelist)
+        except ValueError:
+            return []
+
+    def event(self, name: str, **fields: Any) -> None:
+        """Append one event of this attempt to the ledger."""
+        ledger.append_event(self.paths.ledger, name, job_id=self.requeue_id,
+                            restart=self.restart, **fields)
+
+    def history(self) -> rules.History:
+        """What the ledger says of this job so far."""
+        events = ledger.read_events(self.paths.ledger, job_id=self.requeue_id)
+        return rules.History.from_events(events, self.restart)
+
+    def joined(self) -> int:
+        """Ranks of the running step that joined the protocol (their joined files)."""
+        return sum(node is not None
+                   for node in facts.ranks_joined(self.paths.joined, self.limits.ntasks))
+
+
+@dataclass(frozen=True)
+class StartAnswer:
+    """Whether the attempt runs (:meth:`Turns.start`).
+
+    Attributes:
+        run: start the first step; False: end with ``status``.
+        status: the batch script's exit status when not run.
+        exclude: hosts the steps avoid (``srun --exclude``).
+    """
+
+    run: bool
+    status: int = 0
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """What follows a step (:meth:`Turns.after_step`).
+
+    Attributes:
+        restart: start the step again in this allocation (``try_`` one higher).
+        exclude: hosts the next step avoids.
+        mirror_budget_s: seconds the S3 mirror may drain before the ending.
+    """
+
+    restart: bool
+    exclude: tuple[str, ...] = ()
+    mirror_budget_s: int = 0
+
+
+@dataclass
+class _State:
+    """What the turns of one attempt remember between them."""
+
+    try_: int = 0
+    prev_error: str = ""
+    excluded: list[str] = field(default_factory=list)
+    outcome: rules.StepOutcome | None = None
+    slurm: dict[str, bool] = field(default_factory=dict)
+    warnings: int = 0
+    stopped_unaware: bool = False
+
+
+class Turns:
+    """The decisions of one attempt, in the order the attempt takes them.
+
+    Args:
+        job: the attempt.
+        deadline_s: when the job must be off its nodes as known at the start (Unix s:
+            ``SLURM_JOB_END_TIME``, or the attempt's start plus the time limit).
+        now: the clock (Unix seconds; tests pass their own).
+    """
+
+    def __init__(self, job: Job, *, deadline_s: int, now: Any = time.time) -> None:
+        self.job = job
+        self.attempt_deadline_s = deadline_s
+        self.deadline_s = deadline_s
+        self._now = now
+        self.state = _State()
+        #: Unix time at which the stop timer fires, or None.
+        self.timer_at: float | None = None
+
+    @property
+    def try_(self) -> int:
+        """The in-job try of the current step (0 for the first)."""
+        return self.state.try_
+
+    # ---- start ---------------------------------------------------------------------------
+    def start(self) -> StartAnswer:
+        """Before the first step: ``attempt_start``; a job rendered for another protocol
+        version, or past its failure bound, ends at once."""
+        job = self.job
+        job.event(P.EVENT_ATTEMPT_START, nodelist=job.nodelist)
+        if not self.version_ok():
+            return StartAnswer(False, 1)
+        if not job.paths.version.exists():
+            try:
+                fsutil.write_atomic(job.paths.version, f"{P.PROTOCOL_VERSION}\n")
+            except OSError as exc:
+                log(f"could not record the protocol version in {job.paths.version}: {exc}")
+        history = job.history()
+        verdict = rules.attempt_start(history, job.limits, job.hosts())
+        for line in verdict.log:
+            log(line)
+        if not verdict.start:
+            job.event(P.EVENT_JOB_END, rc=1, reason=verdict.reason)
+            return StartAnswer(False, 1)
+        if verdict.ignored:
+            job.event(P.EVENT_EXCLUSION_IGNORED, nodes=",".join(verdict.ignored),
+                      nodelist=job.nodelist)
+        self.state.excluded = list(history.excluded)
+        return StartAnswer(True, exclude=verdict.srun_exclude)
+
+    def version_ok(self) -> bool:
+        """The batch script speaks this hpcflow's protocol version; else ``job_end``
+        ``version_skew`` is recorded with a message that says what to do."""
+        version = self.job.cfg.get("protocol_version")
+        if version == P.PROTOCOL_VERSION:
+            return True
+        log(f"this job's batch script speaks hpcflow protocol version {version}, but the hpcflow "
+            f"installed now speaks version {P.PROTOCOL_VERSION} (the environment was upgraded "
+            "while the job was queued): not starting. Submit the job again with `hpcflow submit` "
+            "(same run_dir): it resumes from the latest committed checkpoint")
+        self.job.event(P.EVENT_JOB_END, rc=1, reason=P.REASON_VERSION_SKEW)
+        return False
+
+    # ---- the warning and the stop timer -------------------------------------------------------
+    def warning(self, signal_name: str, step_pid: int) -> None:
+        """The preemption warning: the flag file and the forward first, then the deadline as it
+        is now (a notice's, or the job's current EndTime: Slurm moves it on a preemption) and
+        the stop timer (:attr:`timer_at`).
+
+        Args:
+            signal_name: ``USR1`` or ``USR2``.
+            step_pid: srun's pid, 0 when no step runs.
+        """
+        job = self.job
+        self.state.warnings += 1
+        joined = job.joined()
+        now = int(self._now())
+        plan = warning.on_warning(protocol=job.protocol, launcher=job.cfg.get("launcher", "srun"),
+                                  signal=signal_name, joined=joined, ntasks=job.limits.ntasks,
+                                  step_running=effects.step_alive(step_pid))
+        if plan.flag:
+            try:
+                fsutil.write_atomic(job.paths.flag, f"{now}\n")
+            except OSError as exc:
+                log(f"could not write the flag file {job.paths.flag}: {exc}")
+        forwarded = plan.forward and effects.forward(step_pid, signal_name)
+        for line in plan.log:
+            log(line)
+        if plan.forward and not forwarded:
+            log("the step had already ended")
+            log(warning.not_forwarded(signal_name, joined, job.limits.ntasks))
+        notice: int | None = None
+        text = facts.read_small(job.paths.notice)
+        if text is not None:
+            job.paths.notice.unlink(missing_ok=True)
+            notice = int(text.strip()) if text.strip().isdigit() else None
+        new = warning.deadline(self.deadline_s, notice_s=notice,
+                               end_time_s=facts.slurm_job(job.job_id).end_time_s)
+        timer = warning.stop_timer(protocol=job.protocol, joined=joined,
+                                   timer_armed=self.timer_at is not None,
+                                   old_deadline_s=self.deadline_s, deadline_s=new, now_s=now,
+                                   margin_s=int(job.cfg.get("requeue_margin_s", 0)))
+        for line in timer.log:
+            log(line)
+        self.deadline_s = new
+        if timer.timer_s is not None:
+            self.timer_at = now + timer.timer_s
+        job.event(P.EVENT_SIGNAL, signal=signal_name, joined=joined, forwarded=forwarded,
+                  deadline=new, source=P.SOURCE_WARNING)
+
+    def deadline(self, step_pid: int) -> None:
+        """The stop timer fired: wait for the joined ranks' checkpoint, or stop the program
+        (TERM to the steps, KILL after the grace; the ending then requeues the job)."""
+        self.timer_at = None
+        action = warning.at_deadline(protocol=self.job.protocol, joined=self.job.joined(),
+                                     step_running=effects.step_alive(step_pid))
+        for line in action.log:
+            log(line)
+        if action.action == "stop":
+            self.job.event(P.EVENT_STOP, signal="TERM")
+            self.state.stopped_unaware = True
+            effects.stop_program(self.job.job_id, step_pid, int(self.job.cfg["term_grace_s"]))
+
+    # ---- after each step, and the end -----------------------------------------------------------
+    def _slurm_view(self) -> dict[str, bool]:
+        """Cancelled, or preempted by Slurm: the job's EndTime moved before the attempt's
+        deadline (preempt.html: a preempted job's end time becomes now + GraceTime) while it
+        still runs."""
+        slurm = facts.slurm_job(self.job.job_id)
+        cancelled = slurm.state.startswith("CANCELLED")
+        preempted = (slurm.state == "RUNNING" and slurm.end_time_s is not None
+                     and slurm.end_time_s < self.attempt_deadline_s - 5)
+        return {"cancelled": cancelled, "slurm_preempted": preempted}
+
+    def _step_facts(self, rc: int) -> rules.StepFacts:
+        paths, n, slurm = self.job.paths, self.job.limits.ntasks, self.state.slurm
+        return rules.StepFacts(
+            rc=rc, exits=facts.rank_exits(paths.exits, n), joined=facts.ranks_joined(paths.joined, n),
+            warnings=self.state.warnings + (1 if slurm.get("slurm_preempted") else 0),
+            slurm_preempted=slurm.get("slurm_preempted", False),
+            cancelled=slurm.get("cancelled", False), stopped_unaware=self.state.stopped_unaware,
+            flag=paths.flag.exists(), committed_step=facts.committed_step(paths.committed),
+            done=paths.done.exists(), error_sigs=facts.error_sigs(paths.errors(self.try_)),
+            hang=(paths.heartbeat(self.try_) / P.HANG_MARKER).is_file(),
+            latest_checkpoint=facts.latest_checkpoint(paths.checkpoint_dir))
+
+    def after_step(self, rc: int) -> StepEnd:
+        """A step ended with status ``rc``: ``step_end``, then restart it in the allocation or
+        go to the ending."""
+        job, state = self.job, self.state
+        self.timer_at = None
+        state.slurm = self._slurm_view()
+        if state.slurm["slurm_preempted"]:
+            log("Slurm preempted the job (its end time moved to the grace time's end): the "
+                "program's own stop or checkpoint counts, and the job is requeued")
+            job.event(P.EVENT_SIGNAL, signal="TERM", joined=0, forwarded=False,
+                      deadline=self.attempt_deadline_s, source=P.SOURCE_SLURM_PREEMPT)
+        step = self._step_facts(rc)
+        fields, first = rules.rank_summary(step)
+        if job.limits.resilience:
+            fields["node"] = rules.blame_node(step)
+        job.event(P.EVENT_STEP_END, rc=step.rc, **fields)
+        log(f"the step ended with status {step.rc}" + (f"; first failure: {first}" if first else ""))
+        outcome = rules.after_failed_step(
+            step, job.history(), job.limits, try_=self.try_, prev_error=state.prev_error,
+            hosts=job.hosts(), excluded=state.excluded,
+            errors_path=f"{P.STATE_DIR}/{P.errors_name(job.job_id, job.restart, self.try_)}")
+        for name, ev in outcome.events:
+            job.event(name, **ev)
+        for line in outcome.log:
+            log(line)
+        state.excluded = list(outcome.excluded)
+        state.outcome = outcome
+        state.prev_error = " ".join(step.error_sigs) or state.prev_error
+        if outcome.restart:
+            state.try_ += 1
+            return StepEnd(True, exclude=outcome.srun_exclude)
+        return StepEnd(False, mirror_budget_s=warning.mirror_budget_s(self.deadline_s,
+                                                                     int(self._now())))
+
+    def end(self, rc: int) -> int:
+        """The ending ladder (:func:`hpcflow.supervisor.rules.ending`): record ``requeue`` and
+        requeue (the attempt's last act), or record ``job_end``. Returns the batch script's
+        exit status."""
+        job = self.job
+        action = rules.ending(self._step_facts(rc), job.history(), job.limits,
+                              outcome=self.state.outcome, requeue_id=job.requeue_id)
+        for line in action.log:
+            log(line)
+        if action.requeue:
+            job.event(P.EVENT_REQUEUE, **action.requeue_fields)
+            result = effects.requeue(job.requeue_id, action.exclude)
+            if result.ok:
+                if not result.excluded:
+                    log(f"could not exclude {','.join(action.exclude)} from the requeued job; it "
+                        f"may run on them again: {result.exclude_error}")
+                return 0
+            log(f"scontrol requeue {job.requeue_id} failed (does the job have --requeue?) "
+                f"{result.error}")
+        job.event(P.EVENT_JOB_END, rc=action.rc, reason=action.reason)
+        log(f"job ends: {action.reason} (status {action.rc})")
+        return action.rc
+
+    def end_early(self, rc: int, reason: str) -> int:
+        """End the attempt before any step ran (``job_end`` with ``reason``)."""
+        self.job.event(P.EVENT_JOB_END, rc=rc, reason=reason)
+        return rc
