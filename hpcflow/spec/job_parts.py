@@ -225,7 +225,7 @@ class PreemptionSpec(SpecModel):
     spot_watch: bool = Field(
         default=False,
         description=(
-            "true: the batch script starts hpcflow spot-watch on every node of the job, for "
+            "true: the job's supervisor starts hpcflow spot-watch on every node of the job, for "
             "this job only (for spot nodes without the bootstrap service; docs/spot.md)."
         ),
     )

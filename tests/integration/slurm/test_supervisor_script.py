@@ -7,6 +7,10 @@ attempt's last act while Slurm kills the script, a crashed supervisor, and versi
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -145,6 +149,8 @@ def test_the_requeue_is_the_last_act_while_slurm_terms_the_script(harness):
 @pytest.mark.parametrize(("change", "reason", "words"), [
     pytest.param(("-m hpcflow.supervisor ", "-m hpcflow.no_such_supervisor "),
                  P.REASON_SUPERVISOR_ERROR, "supervisor gave no answer", id="crashed"),
+    pytest.param(('"step": {', '"no_step": {'),
+                 P.REASON_SUPERVISOR_ERROR, "supervisor failed", id="failed-inside"),
     pytest.param((f'"protocol_version": {P.PROTOCOL_VERSION}', '"protocol_version": 1'),
                  P.REASON_VERSION_SKEW, "Submit the job again", id="version-skew"),
 ])
@@ -157,3 +163,100 @@ def test_a_job_the_supervisor_cannot_run_ends_at_once_with_an_honest_record(
     assert run.requeues == [] and not (harness["log"] / "ready").exists()
     assert run.events[-1]["event"] == "job_end" and run.events[-1]["reason"] == reason
     json.dumps(run.events)  # every line was a JSON object (run_script parsed them)
+
+
+# What a batch script of protocol version 3 asked first (its config had no step: the script ran
+# srun itself and asked the supervisor at each turn).
+V3_CONFIG = ('{"launcher":"srun","max_requeues":3,"ntasks":1,"program_protocol":"auto",'
+             '"protocol_version":3,"requeue_allowed":true,"requeue_margin_s":30,'
+             '"resilience":false,"step_nodes":1,"term_grace_s":10}')
+
+
+def test_a_version_3_batch_script_requeued_after_an_upgrade_ends_with_what_to_do(tmp_path):
+    run_dir = tmp_path / "run"
+    environ = {**os.environ, P.ENV_RUN_DIR: str(run_dir),
+               P.ENV_CHECKPOINT_DIR: str(run_dir / "checkpoints")}
+    (run_dir / P.STATE_DIR).mkdir(parents=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpcflow.supervisor", "start", "--config", V3_CONFIG,
+         "--job-id", "4242", "--requeue-id", "4242", "--restart", "1", "--nodelist", "n1"],
+        env=environ, capture_output=True, text=True, timeout=60, check=False)
+    assert (proc.returncode, proc.stdout) == (0, "exit 1\n"), proc.stderr
+    assert "protocol version 3" in proc.stderr and "Submit the job again" in proc.stderr
+    from hpcflow.ledger import read_events
+
+    (end,) = [e for e in read_events(P.ledger_path(run_dir)) if e["event"] == "job_end"]
+    assert (end["reason"], end["rc"], end["restart"]) == (P.REASON_VERSION_SKEW, 1, 1)
+
+
+def test_a_warning_that_comes_while_the_supervisor_starts_is_not_lost(harness):
+    """The signal comes before the supervisor's handler is in place (it starts with it
+    ignored): the trap's line in the signals file still makes it a warning."""
+    script = harness["root"] / "job.sbatch"
+    spec = base.JobSpec.model_validate({
+        "name": "early", "time_limit": "00:10:00", "run_dir": str(harness["root"] / "run"),
+        "program": {"argv": [sys.executable, str(harness["root"] / "prog.py")]},
+        "env": {"TEST_MODE": "preempt"}})
+    script.write_text(base.render_sbatch(spec))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    environ.update(PATH=f"{harness['shims']}{os.pathsep}{os.environ['PATH']}",
+                   SHIM_LOG=str(harness["log"]), SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="n1",
+                   SHIM_LEDGER=str(harness["root"] / "run" / P.STATE_DIR / P.LEDGER_FILE))
+    proc = subprocess.Popen(["bash", str(script)], env=environ, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    signals = harness["root"] / "run" / P.STATE_DIR / P.signals_name("4242", 0)
+    deadline = time.time() + 10
+    while not _supervisor_pids(proc.pid) and time.time() < deadline:
+        time.sleep(0.005)  # the supervisor's process exists, its Python is still starting
+    proc.send_signal(signal.SIGUSR1)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert signals.read_text().startswith("USR1 ")
+    from hpcflow.ledger import read_events
+
+    events = read_events(P.ledger_path(harness["root"] / "run"))
+    assert [e["event"] for e in events] == ["attempt_start", "signal", "step_end", "requeue"]
+    assert events[-1]["step"] == 7  # the program saw the flag file and committed
+
+
+def _supervisor_pids(parent: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(parent), "-f", "hpcflow.supervisor run"],
+                         capture_output=True, text=True, check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_a_killed_supervisor_still_leaves_an_honest_end(harness):
+    """kill -9 of the supervisor while the step runs: the batch shell records job_end
+    supervisor_error and exits 1, never a requeue."""
+    (harness["root"] / "prog.py").write_text(
+        "import os, time\n"
+        "open(os.path.join(os.environ['SHIM_LOG'], 'ready'), 'w').close()\n"
+        "time.sleep(3)\n")
+    script = harness["root"] / "job.sbatch"
+    spec = base.JobSpec.model_validate({
+        "name": "killed", "time_limit": "00:10:00", "run_dir": str(harness["root"] / "run"),
+        "program": {"argv": [sys.executable, str(harness["root"] / "prog.py")]}})
+    script.write_text(base.render_sbatch(spec))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    environ.update(PATH=f"{harness['shims']}{os.pathsep}{os.environ['PATH']}",
+                   SHIM_LOG=str(harness["log"]), SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="n1")
+    proc = subprocess.Popen(["bash", str(script)], env=environ, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 30
+    while not (harness["log"] / "ready").exists():
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    (pid,) = _supervisor_pids(proc.pid)
+    os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    # Slurm ends what the dead supervisor left running (the step, the watchdog) with the job.
+    os.killpg(proc.pid, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "supervisor gave no answer" in stderr, stderr
+    from hpcflow.ledger import read_events
+
+    events = read_events(P.ledger_path(harness["root"] / "run"))
+    assert [e["event"] for e in events] == ["attempt_start", "job_end"]
+    assert events[-1]["reason"] == P.REASON_SUPERVISOR_ERROR
+    assert not (harness["log"] / "scontrol.calls").exists() or "requeue" not in (
+        harness["log"] / "scontrol.calls").read_text()
