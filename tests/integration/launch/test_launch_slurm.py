@@ -46,7 +46,7 @@ def test_simple_function_returns_its_value_and_is_recorded(launch_cluster, launc
     assert rec is not None and rec.name == "add"
     script = (rec.log_path.parent / "job.sbatch").read_text()
     assert "#SBATCH --requeue" in script and "#SBATCH --signal=B:USR1@" in script
-    assert "submitit.core._submit" in script and "trap hpcflow_on_usr1 USR1" in script
+    assert "submitit.core._submit" in script and "trap 'hpcflow_pass_on USR1' USR1" in script
     # The result file comes first; the batch script's ledger records follow once the step ended.
     wait_for(lambda: [e["event"] for e in events(job)][-1] == "job_end", 30, "job_end last")
     wait_for(lambda: job.state == "COMPLETED", 30, "state COMPLETED")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from batch_script import ranks_env
 from readme_text import everyday_lines, run_program
 from slurm_helpers import wait_for
 
@@ -128,7 +129,7 @@ def test_the_everyday_block_runs_as_written(local_cluster, hpcflow_home, tmp_pat
     [argv] = variants(with_sets)
     second = submitted(ok(argv, tmp_path))
     sbatch = (run_dir / "job.sbatch").read_text()
-    assert "#SBATCH --nodes=2" in sbatch and "HPCFLOW_MAX_REQUEUES=5" in sbatch
+    assert "#SBATCH --nodes=2" in sbatch and ranks_env(sbatch)["HPCFLOW_MAX_REQUEUES"] == "5"
     try:
         wait_for(lambda: status(second, tmp_path)["state"] == "RUNNING", 120, "RUNNING")
         [listed] = variants(line_for("list"))
