@@ -2,8 +2,9 @@
 # Run hpcflow's whole test suite on a fresh Debian/Ubuntu machine, as root.
 #
 # Phases, each timed: install everything the tests need (scripts/install.sh --dev); start the
-# local emulated Slurm cluster; the tests that need no cluster, spread over the machine's cores
-# (pytest-xdist); the tests on the real cluster, two at a time, then those that need it alone
+# local emulated Slurm cluster; the fast suite (no cluster, no multi-process test; the README's
+# command); the multi-process torch.distributed tests without the cluster (pytest-xdist, two
+# workers); the tests on the real cluster, two at a time, then those that need it alone
 # (marked cluster_alone); then, on a full green run, the benchmarks at their CI size
 # (bench/run_all.sh --ci).
 # Extra arguments go to one plain pytest run instead (and skip the benchmarks). Safe to rerun.
@@ -56,9 +57,14 @@ main() {
     phase_done "pytest $*"
     return "${rc}"
   fi
-  phase "running the tests that need no cluster (2 workers)"
-  "${pytest[@]}" -n 2 --dist loadfile --durations=15 -m "not slurm" || rc=$?
-  phase_done "tests without the cluster"
+  # The fast suite (README, "Tests"): four workers on two cores, since many of these tests wait
+  # on a process they started. Then the multi-process torch.distributed tests, two at a time.
+  phase "running the fast suite (no cluster, no multi-process test; 4 workers)"
+  "${pytest[@]}" -n 4 --dist loadfile --durations=15 -m "not slurm and not dist" || rc=$?
+  phase_done "fast suite"
+  phase "running the multi-process tests without the cluster (2 workers)"
+  "${pytest[@]}" -n 2 --dist loadfile --durations=10 -m "dist and not slurm" || rc=$?
+  phase_done "multi-process tests"
   # The cluster's tests two at a time (Slurm queues a job until its CPUs are free; each test has
   # its own run directory and HPCFLOW_HOME), then, one at a time, those that need the cluster to
   # themselves: they kill a daemon, drain a node, stop the cluster or preempt every partition.
