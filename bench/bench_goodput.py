@@ -57,6 +57,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from floor import floor_s
 from machine import header, verdict
 
 from hpcflow.errors import HpcflowError
@@ -67,25 +68,13 @@ from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster.rehearse import rehearse
 from hpcflow.protocol import TAG_STARTUP
 from hpcflow.runtime.startup import PHASES
+from hpcflow.supervisor.attempt import COST_LINE
 
 REPO = Path(__file__).resolve().parent.parent
 GOAL_GOODPUT = 0.97
 GOAL_LOST_STEPS = 0
 GOAL_STARTUP_RATIO = 1.3
 GOAL_STOP_S = 2.0  # plus the checkpoint write
-# The floor: what any job of this layout pays before its first step (one process per rank).
-FLOOR_PROGRAM = """
-import os
-import torch.distributed as dist
-from hpcflow.runtime.env import dist_env_from
-env = dist_env_from(os.environ)
-os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = env.master_addr, str(env.master_port)
-dist.init_process_group("gloo", rank=env.rank, world_size=env.world_size)
-dist.barrier()
-dist.destroy_process_group()
-"""
-
-
 def run(cmd: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
     print("+ " + " ".join(cmd), flush=True)
     return subprocess.run(cmd, capture_output=True, text=True, check=check)
@@ -160,31 +149,6 @@ def analyse(rep: GoodputReport, events: list[dict],
             "steps_done": max((a.last_step or 0 for a in rep.attempts), default=0)}
 
 
-def floor_s(nodes: int, tasks_per_node: int, repeat: int) -> list[float]:
-    """Seconds of a bare step of the same layout inside an allocation, ``repeat`` times: python
-    starts on every rank, imports torch, joins a gloo process group, meets at a barrier, exits."""
-    times = []
-    for _ in range(repeat):
-        inner = ("t0=$(date +%s.%N); srun --kill-on-bad-exit=1 " + sys.executable
-                 + " -c \"$HPCFLOW_FLOOR\"; rc=$?; t1=$(date +%s.%N); echo \"floor $t0 $t1 $rc\"")
-        done = subprocess.run(
-            ["salloc", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}", "--quiet",
-             "bash", "-c", inner],
-            capture_output=True, text=True, env={**_environ(), "HPCFLOW_FLOOR": FLOOR_PROGRAM},
-            timeout=600, check=False)
-        match = re.search(r"^floor (\S+) (\S+) 0$", done.stdout, re.M)
-        if not match:
-            raise SystemExit(f"the floor step failed:\n{done.stdout}{done.stderr}")
-        times.append(float(match.group(2)) - float(match.group(1)))
-    return times
-
-
-def _environ() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-
-
 def startup_phases(job_id: str) -> dict[int, dict]:
     """Rank 0's first ``hpcflow-startup`` record of each attempt of ``job_id``, by restart."""
     rec = records.find_job(job_id)
@@ -213,6 +177,27 @@ def report_phases(m: dict, phases: dict[int, dict], floor: float) -> None:
         print(f"  attempt {restart}: {values}   floor's part {floors_part:.1f} s = {ratio:.2f} x "
               f"floor, beyond {beyond:.1f} s")
     m["startup_phases"] = {str(k): v for k, v in sorted(phases.items())}
+
+
+def supervisor_costs(job_id: str) -> list[tuple[float, float]]:
+    """Each attempt's ``the supervisor used <cpu> s of CPU in <wall> s`` line of the job log
+    (:func:`hpcflow.supervisor.attempt.own_cost_line`), in order."""
+    rec = records.find_job(job_id)
+    if rec is None:
+        return []
+    pattern = re.compile(re.escape(COST_LINE) + r" ([\d.]+) s of CPU in ([\d.]+) s")
+    return [(float(m.group(1)), float(m.group(2))) for m in pattern.finditer(read_text(rec.log_path))]
+
+
+def report_supervisor(m: dict, costs: list[tuple[float, float]]) -> None:
+    """What the supervisor itself cost each attempt: its CPU time against the attempt's wall."""
+    if not costs:
+        print("  (no supervisor cost lines in the job log)")
+        return
+    parts = ", ".join(f"{cpu:.2f} s in {wall:.0f} s ({cpu / wall:.1%})" for cpu, wall in costs
+                      if wall > 0)
+    print(f"the supervisor's own CPU per attempt (not the steps'): {parts}")
+    m["supervisor_cpu_s"] = [cpu for cpu, _ in costs]
 
 
 def report_floor(m: dict, floors: list[float], phases: dict[int, dict] | None = None) -> None:
@@ -341,6 +326,7 @@ def main() -> None:
     figures = analyse(rep, done.events, step_times(run_dir))
     report(figures, args.every_s, done.preemptions_sent)
     report_floor(figures, floors, startup_phases(done.job_id))
+    report_supervisor(figures, supervisor_costs(done.job_id))
     if args.json:
         args.json.write_text(json.dumps({**figures, "preemptions_sent": done.preemptions_sent,
                                          "every_s": args.every_s}, indent=1) + "\n")

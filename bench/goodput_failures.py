@@ -24,7 +24,11 @@ rank 0's ``<run_dir>/metrics.jsonl`` (Unix time and ``step_time_s`` of every ste
 - goodput = training / wall; goodput holding nodes = training / (wall - pending);
 - lost steps: per failure, the steps trained before it and trained again after it;
 - restart time: from the kill to the start of the first training step of the next program start
-  (detection, teardown, for the requeue also the queue, then start-up and restore); median.
+  (detection, teardown, for the requeue also the queue, then start-up and restore); median;
+- against the floor: before the jobs, a bare step of the same layout (:mod:`floor`: srun of
+  python that imports torch, joins a gloo process group, meets at a barrier and exits) runs in
+  an allocation; each arm's median restart is printed as a ratio of it (goal for the in-job
+  restart: <= 1.2).
 """
 
 from __future__ import annotations
@@ -218,10 +222,36 @@ def print_side_by_side(results: dict[str, dict[str, Any]], every_s: float) -> No
         print(f"  goodput, in-job restart / requeue: {a['goodput'] / b['goodput']:.2f}")
 
 
+#: Goal: an in-job restart (the kill to training again) within 1.2 x the floor of a bare srun
+#: step of the same layout.
+GOAL_RESTART_RATIO = 1.2
+
+
+def print_against_floor(results: dict[str, dict[str, Any]], floors: list[float]) -> None:
+    """Each arm's median restart time as a ratio of the floor (:mod:`floor`, 2 nodes x 1 rank)."""
+    from machine import verdict
+
+    floor = statistics.median(floors)
+    print(f"restart floor (bare srun of the same layout in an allocation: python, import torch, "
+          f"init_process_group, barrier, exit): {', '.join(f'{f:.1f}' for f in floors)} s, "
+          f"median {floor:.1f} s")
+    for name, _ in ARMS:
+        restart = median(results[name]["restart_s"])
+        if restart is None or floor <= 0:
+            continue
+        goal = (f"   {verdict(restart / floor, GOAL_RESTART_RATIO, at_least=False)}"
+                if name == ARMS[0][0] else "")
+        print(f"  {name}: restart {restart:.1f} s = {restart / floor:.2f} x floor{goal}")
+
+
 def main(args: Any, run_root: Path) -> dict[str, dict[str, Any]]:
     """Run both arms with ``args`` (``kill_every_s``, ``kills``, ``steps``, ``interval``,
-    ``step_time_s``, ``timeout_s``) under ``run_root``; print and return their figures."""
-    results = {}
+    ``step_time_s``, ``timeout_s``) under ``run_root``, with the floor of their layout measured
+    before; print and return their figures."""
+    from floor import floor_s
+
+    floors = floor_s(2, 1, 2 if args.small else 3)
+    results: dict[str, Any] = {}
     for name, in_job in ARMS:
         run_dir = run_root / ("in-job" if in_job else "requeue")
         spec = failure_spec(run_dir, steps=args.steps, step_time_s=args.step_time_s,
@@ -230,4 +260,6 @@ def main(args: Any, run_root: Path) -> dict[str, dict[str, Any]]:
                                 timeout_s=args.timeout_s, requeue=not in_job,
                                 log=lambda line: print(line, flush=True))
     print_side_by_side(results, args.kill_every_s)
+    print_against_floor(results, floors)
+    results["floor_s"] = floors
     return results

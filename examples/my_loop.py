@@ -9,6 +9,7 @@ with ``hpcflow submit my-loop.yaml`` (every rank runs ``python -m my_loop``), or
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -20,6 +21,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument("--step-time-s", type=float, default=0.0,
+                        help="extra seconds each step sleeps (a rehearsal's warning then lands "
+                             "mid-run on a loop this small)")
     args = parser.parse_args()
 
     with Run.from_env() as run:  # hpcflow: process group joined, USR1 handler installed
@@ -39,6 +43,7 @@ def main() -> None:
             optim.step()
             optim.zero_grad()
             sched.step()
+            time.sleep(args.step_time_s)
             step += 1
             run.step_done(step, state, {"loss": loss.item()})  # hpcflow: save or stop here
 

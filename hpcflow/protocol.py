@@ -58,7 +58,8 @@ ENV_STEP_TRY = "HPCFLOW_STEP_TRY"
 #: submitit's runner must still write. Unset (or anything else): every rank exits together at once.
 ENV_EXIT_AFTER_DONE = "HPCFLOW_EXIT_AFTER_DONE"
 #: The batch script's start, Unix seconds with a fraction (bash's ``EPOCHREALTIME``; empty
-#: before bash 5): the start of the ``launch_s`` phase of ``hpcflow-startup``.
+#: before bash 5); after an in-job restart, the supervisor's start of the new step: the start
+#: of the ``launch_s`` phase of ``hpcflow-startup``.
 ENV_ATTEMPT_T0 = "HPCFLOW_ATTEMPT_T0"
 
 # ---- Resilience (docs/protocol.md, "Hangs and in-job restarts").

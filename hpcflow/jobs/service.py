@@ -113,8 +113,9 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     _check_run_dir_free(run_dir, client)
     previous = records.read_run_files(run_dir)
     created = records.missing_dirs(state_dir(run_dir))
+    resolved = spec_yaml(spec)
     try:
-        script_path = records.write_run_files(run_dir, spec_yaml(spec), script,
+        script_path = records.write_run_files(run_dir, resolved, script,
                                               keep_mode=allow_shared_dir)
     except OSError as exc:
         records.undo_run_files(run_dir, previous, created)
@@ -129,7 +130,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
         raise SubmitError(f"{exc}\n(run_dir is left as it was; `hpcflow submit --dry-run` "
                           "with the same spec and --set options prints the script)") from None
     rec = records.JobRecord(job_id, spec.name, str(run_dir), records.now())
-    records.record_submission(rec, script, spec_yaml(spec))
+    records.record_submission(rec, script, resolved)
     return SubmitResult(job_id, run_dir, script, script_path, name=spec.name,
                         env=shown_env(spec.env), warnings=warnings)
 

@@ -3,9 +3,10 @@
 Rank 0 prints it once per process, at its first step, with the seconds of each phase from the
 batch script's start to the end of that first step (docs/protocol.md, "What the runtime prints"):
 
-- ``launch_s``: the batch script's start (``HPCFLOW_ATTEMPT_T0``, bash's ``EPOCHREALTIME``) to
-  this process's start (the kernel's, ``/proc/self/stat`` field 22; proc(5)): the supervisor's
-  first answer, srun, and any wrapper before the interpreter;
+- ``launch_s``: the batch script's start (``HPCFLOW_ATTEMPT_T0``, bash's ``EPOCHREALTIME``; after
+  an in-job restart, the supervisor's start of the new step) to this process's start (the
+  kernel's, ``/proc/self/stat`` field 22; proc(5)): the supervisor's start, srun, and any
+  wrapper before the interpreter;
 - ``imports_s``: the process's start to :meth:`Run.from_env`: the interpreter and the program's
   own imports (torch among them);
 - ``join_s``: inside :meth:`Run.from_env`: the signal handler, the joined file and the process

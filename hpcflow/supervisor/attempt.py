@@ -81,11 +81,29 @@ def step_argv(cfg: Mapping[str, Any], *, job_id: str, exclude: Sequence[str] = (
     return argv + list(step["program"])
 
 
+#: The start of the supervisor's own cost line in the job log (bench/bench_goodput.py reads it).
+COST_LINE = "the supervisor used"
+
+
+def own_cost_line(wall_s: float) -> str:
+    """``the supervisor used <cpu> s of CPU in <wall> s``: this process's own CPU time (user +
+    system, getrusage(2) RUSAGE_SELF: not the steps', not the watchdog's), so that what it adds
+    to an attempt is measured, not assumed."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return f"{COST_LINE} {usage.ru_utime + usage.ru_stime:.2f} s of CPU in {wall_s:.1f} s"
+
+
 def try_env(cfg: Mapping[str, Any], paths: facts.Paths, try_: int) -> dict[str, str]:
     """What one step's ranks get beside the attempt's environment (docs/protocol.md,
-    "Environment"): the try, where a failing rank leaves its exception, and with the watchdog
-    its heartbeat folder and interval."""
+    "Environment"): the try, where a failing rank leaves its exception, with the watchdog its
+    heartbeat folder and interval, and for an in-job restart (``try_`` > 0) the step's start as
+    ``HPCFLOW_ATTEMPT_T0``, so that the restarted ranks' ``hpcflow-startup`` line times the
+    restart from the supervisor's start of the new step (the batch script's start otherwise)."""
     env = {P.ENV_STEP_TRY: str(try_), P.ENV_ERROR_DIR: str(paths.errors(try_))}
+    if try_ > 0:  # an in-job restart: its start-up runs from this step's start
+        env[P.ENV_ATTEMPT_T0] = f"{time.time():.6f}"
     if cfg.get("watchdog"):
         env[P.ENV_HEARTBEAT_DIR] = str(paths.heartbeat(try_))
         env[P.ENV_HEARTBEAT_INTERVAL_S] = str(cfg["watchdog"]["heartbeat_interval_s"])
@@ -174,6 +192,7 @@ class Attempt:
     def run(self) -> int:
         """Run the attempt to its end. Returns the batch script's exit status (0 after a
         requeue)."""
+        self._started = time.monotonic()
         self.install_handlers()
         paths = self.job.paths
         for stale in (paths.flag, paths.committed, paths.done):
@@ -201,6 +220,7 @@ class Attempt:
                 break
             exclude = after.exclude
         self._finish_mirror(after.mirror_budget_s)
+        log(own_cost_line(time.monotonic() - self._started))
         return self.turns.end(rc)
 
     def _prepare_try(self) -> dict[str, str]:

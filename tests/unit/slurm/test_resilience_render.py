@@ -4,6 +4,7 @@ ShellCheck-clean with every launcher, values quoted."""
 from __future__ import annotations
 
 import shutil
+import time
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,11 @@ def test_watchdog_runs_with_the_submitting_interpreter_quoted() -> None:
     assert argv[:5] == [PYTHON, "-m", "hpcflow.watchdog", "--heartbeat-dir",
                         "/scratch/it's $(odd)/.hpcflow/heartbeat-4242-0-1"]
     assert argv[-1] == "--step-s=45" and argv[argv.index("--try") + 1] == "1"
-    assert try_env(supervisor_config(text), PATHS, 1)["HPCFLOW_HEARTBEAT_INTERVAL_S"] == "2"
+    restarted = try_env(supervisor_config(text), PATHS, 1)
+    assert restarted["HPCFLOW_HEARTBEAT_INTERVAL_S"] == "2"
+    # An in-job restart's start-up is timed from the new step's start, not the attempt's.
+    assert abs(float(restarted["HPCFLOW_ATTEMPT_T0"]) - time.time()) < 5
+    assert "HPCFLOW_ATTEMPT_T0" not in try_env(supervisor_config(text), PATHS, 0)
     no_watchdog = render_sbatch(job(resilience={"watchdog": False}), python=PYTHON)
     assert "hpcflow.watchdog" not in no_watchdog
     cfg = supervisor_config(no_watchdog)
