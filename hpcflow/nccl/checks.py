@@ -1,7 +1,7 @@
 """Checks for the classic ways NCCL silently falls back to TCP sockets or picks the wrong interface.
 
 All pure: they take the environment, the list of network interfaces, a filesystem probe or a log
-text, and return :class:`~hpcflow.doctor.result.CheckResult` values.
+text, and return :class:`~hpcflow.check_result.CheckResult` values.
 
 Sources:
 - ``NCCL_SOCKET_IFNAME`` syntax (prefix list, ``^`` excludes, ``=`` exact) and the default that
@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-from hpcflow.doctor.result import CheckResult, fail, ok, warn
+from hpcflow.check_result import CheckResult, fail, ok, warn
 from hpcflow.nccl.netlog import describe, efa_problems, parse_nccl_info
 from hpcflow.spec.socket_ifname import judge_socket_ifname
 

@@ -69,7 +69,7 @@ def test_library_layers_never_import_the_cli():
 
 
 CORE = ("spec", "slurm", "protocol.py", "ending_kinds.py", "ledger.py", "hostlist.py", "command.py",
-        "fsutil.py", "errors.py")
+        "fsutil.py", "errors.py", "check_result.py")
 SERVICES = ("jobs", "launch", "local_cluster", "pcluster", "aws", "remote", "doctor", "nccl",
             "mirror", "spot", "watchdog", "supervisor")
 
@@ -85,6 +85,17 @@ def test_core_imports_no_service_and_no_cli():
             bad = sorted(m for m in _imports(path) if m.startswith(layer_above))
             if bad:
                 offenders[str(path.relative_to(PKG))] = bad
+    assert offenders == {}
+
+
+def test_the_nccl_checks_never_import_doctor():
+    """doctor runs the NCCL checks (doctor -> nccl); both return the core's CheckResult, so
+    nccl never reaches back into doctor."""
+    offenders = {}
+    for path in sorted((PKG / "nccl").rglob("*.py")):
+        bad = sorted(m for m in _imports(path) if m.startswith("hpcflow.doctor"))
+        if bad:
+            offenders[str(path.relative_to(PKG))] = bad
     assert offenders == {}
 
 

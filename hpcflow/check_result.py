@@ -1,4 +1,5 @@
-"""The result of one doctor check."""
+"""The result of one check of a node or a job (``hpcflow doctor``, the NCCL/EFA checks): the
+one verdict type both services return, so neither imports the other."""
 
 from __future__ import annotations
 
