@@ -6,11 +6,12 @@ read these names; none of them spells a name of its own. Pure: no torch, no file
 
 What crosses the boundary:
 
-- environment variables the batch script exports to every rank (``ENV_*``);
-- files in the run directory's state folder: the ledger, and per attempt the preemption flag
-  (written by the batch script's trap), the commit file (written by rank 0 after the preemption
-  checkpoint is committed) and the joined folder (one file per rank that installed its signal
-  handler, so the trap knows the ranks can take the signal);
+- environment variables the batch script and its supervisor export to every rank (``ENV_*``);
+- files in the run directory's state folder: the ledger, and per attempt the signals file
+  (written by the batch script's trap), the preemption flag (written by the supervisor at the
+  warning), the commit file (written by rank 0 after the preemption checkpoint is committed)
+  and the joined folder (one file per rank that installed its signal handler, so the
+  supervisor knows the ranks can take the signal);
 - unless ``resilience: false``: each rank's heartbeat file and stacks file (read by the hang
   watchdog, :mod:`hpcflow.watchdog`), the exception record of a rank that raised, and the
   ledger events of hangs and in-job restarts;
@@ -257,7 +258,7 @@ def joined_name(job_id: str, restart: int) -> str:
 def notice_name(job_id: str) -> str:
     """File name of a preemption notice (``notice-<job>``): the Unix time, in whole seconds, by
     which the job must be off its nodes. A spot-interruption watcher or ``rehearse`` writes it
-    before it sends USR1; the trap reads and removes it. Without one the deadline is the time
+    before it sends USR1; the supervisor reads and removes it at the warning. Without one the deadline is the time
     limit."""
     return f"notice-{job_id}"
 

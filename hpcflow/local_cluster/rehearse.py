@@ -212,7 +212,8 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
 
 
 def _leave_notice(run_dir: Path, job_id: str, notice_s: float) -> None:
-    """Write the preemption notice the trap reads: the Unix time the nodes go away."""
+    """Write the preemption notice the supervisor reads at the warning: the Unix time the
+    nodes go away."""
     path = protocol.state_dir(run_dir) / protocol.notice_name(job_id)
     try:
         path.write_text(f"{int(time.time() + notice_s)}\n")

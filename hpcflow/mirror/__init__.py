@@ -2,7 +2,7 @@
 
 Phase one is the runtime's own commit on the shared folder (Lustre, NFS): complete or ignored
 (:mod:`hpcflow.runtime.commit`, the HF and Lightning adapters' markers). Phase two lives here, in
-a process of its own that the batch script starts when the job spec sets ``checkpoint.s3_uri``:
+a process of its own that the job's supervisor starts when the job spec sets ``checkpoint.s3_uri``:
 
 - before the program starts, ``python -m hpcflow.mirror pull`` fills an empty checkpoint folder
   with the newest complete S3 mirror (a new cluster, a lost file system), bit-exact;

@@ -1,4 +1,4 @@
-"""``python -m hpcflow.mirror watch|pull``: the two commands the batch script runs.
+"""``python -m hpcflow.mirror watch|pull``: the two commands the job's supervisor runs.
 
 ``pull``: when the checkpoint folder holds no committed checkpoint, download the newest complete
 mirror from S3 into it (bit-exact). Exit 0 when it pulled one or had nothing to do, 1 when S3

@@ -17,7 +17,7 @@ A few lines around any loop (plain PyTorch, DDP, FSDP2, tensor or pipeline paral
 What each part does:
 
 - :meth:`Run.from_env` installs the USR1 handler first (before anything slow), announces the rank
-  to the batch script in ``HPCFLOW_JOINED_DIR`` (only then does the trap forward USR1 to the
+  to the job's supervisor in ``HPCFLOW_JOINED_DIR`` (only then does it forward USR1 to the
   step), and joins the process group from the Slurm or torchrun environment (gloo on CPU, NCCL
   on GPU).
 - :meth:`Run.restore` removes partial checkpoints and loads the latest committed one into the

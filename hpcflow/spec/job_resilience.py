@@ -1,6 +1,6 @@
 """The ``resilience`` block of a job spec: hang detection and in-job restarts
 (docs/protocol.md, "Hangs and in-job restarts"). It is on by default, with these defaults;
-``resilience: false`` turns it off (the batch script then runs one step per attempt).
+``resilience: false`` turns it off (the supervisor then runs one step per attempt).
 
 The defaults are chosen with false alarms in mind. A step that goes quiet for a minute gets its
 ranks' stacks written (cheap, and harmless if it was only a long evaluation); the step is ended

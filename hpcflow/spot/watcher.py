@@ -5,7 +5,7 @@ Every ``interval_s`` it asks the instance metadata service (IMDSv2, :mod:`hpcflo
 on this node is sent down the same path as Slurm's own end-of-time warning (docs/protocol.md):
 
 1. the notice file ``<run_dir>/.hpcflow/notice-<job>`` gets the notice's time (Unix seconds), so
-   the batch script's trap takes it as the deadline;
+   the job's supervisor takes it as the deadline at the warning;
 2. the job's warning signal (``preemption.signal``) goes to its batch shell:
    ``scancel --signal=USR1 --batch <job>``;
 3. once every job is signalled, a ``spot_notice`` event is appended to each job's ledger (for

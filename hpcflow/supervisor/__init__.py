@@ -1,6 +1,8 @@
 """The job's decisions (docs/architecture.md, "The supervisor").
 
-``rules`` decides (pure functions over the typed inputs of ``model``), ``facts`` reads what the
-rules decide on, ``effects`` requeues, and ``python -m hpcflow.supervisor`` answers the batch
-script. Nothing is imported here: the batch script starts ``__main__`` directly.
+``rules`` and ``warning`` decide (pure functions over the typed inputs of ``model``), ``facts``
+reads what they decide on, ``turns`` takes each turn of an attempt, ``effects`` signals and
+requeues, and ``attempt`` runs the steps; ``python -m hpcflow.supervisor run`` is the process
+the batch script starts once per attempt. Nothing is imported here: the batch script starts
+``__main__`` directly.
 """

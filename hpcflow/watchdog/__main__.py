@@ -1,4 +1,4 @@
-"""The hang watchdog the batch script runs beside each training step (docs/protocol.md, "Hangs
+"""The hang watchdog the supervisor runs beside each training step (docs/protocol.md, "Hangs
 and in-job restarts")::
 
     python -m hpcflow.watchdog --heartbeat-dir DIR --ntasks N --run-dir RUN --job-id J \\
@@ -11,10 +11,10 @@ It polls the ranks' heartbeats (:mod:`hpcflow.runtime.heartbeat`). When it first
 every rank reports in time again it appends ``hang_cleared`` and goes on watching. Once the hang
 has lasted ``--kill-after-s`` more (at once when it is 0) it writes the stacks again to
 ``<run_dir>/hang-<job>-<restart>-<try>.txt``, appends a ``hang`` event to the ledger, leaves
-``hang.json`` in the heartbeat folder for the batch script, and ends the step (``scancel
+``hang.json`` in the heartbeat folder for the supervisor, and ends the step (``scancel
 <job>.<step>``: the step, never the job; scancel(1)), then exits 0. It does nothing until the
-first heartbeat appears (a program that does not use the runtime is never judged). The batch
-script stops it when the step ends. Exit 2: bad arguments.
+first heartbeat appears (a program that does not use the runtime is never judged). The
+supervisor stops it when the step ends. Exit 2: bad arguments.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def handle(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Han
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Watch until a hang is handled (0) or the batch script stops it."""
+    """Watch until a hang is handled (0) or the supervisor stops it."""
     args = _args(argv)
     t = Timeouts(startup_s=args.startup_s, checkpoint_s=args.checkpoint_s,
                  step_floor_s=args.step_floor_s, step_factor=args.step_factor,
