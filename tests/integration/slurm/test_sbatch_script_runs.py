@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -250,6 +251,9 @@ def test_program_success_exits_zero_without_requeue(harness: dict[str, Path]) ->
     assert names(run) == ["attempt_start", "step_end", "job_end"]
     assert run.event("job_end")["reason"] == "completed"
     assert run.event("attempt_start")["nodelist"] == "n[1-2]"
+    # What the supervisor itself cost the attempt is in the log (bench_goodput reads it).
+    cost = re.search(r"the supervisor used ([\d.]+) s of CPU in ([\d.]+) s", run.stderr)
+    assert cost and 0 < float(cost.group(1)) < 30, run.stderr
 
 
 def test_failing_program_is_never_requeued_and_its_code_is_the_jobs(
