@@ -160,12 +160,39 @@ def run_arm(name: str, spec: dict[str, Any], *, every_s: float, kills: int, time
     rep, _ = load_report(job_id)
     return {
         "job_id": job_id, "kill_times": kill_times, "restart_s": restart_s,
+        "startups": startup_records(job_id),
         "lost_steps": [f.lost_steps for f in rep.failures], "goodput": rep.goodput,
         "goodput_holding_nodes": rep.goodput_holding_nodes(), "wall_s": rep.wall_s,
         "pending_s": rep.totals["pending"], "training_s": rep.totals["training"],
         "lost_s": rep.totals["lost"], "endings": [a.ending for a in rep.attempts],
         "failures": [f.kind for f in rep.failures],
     }
+
+
+def startup_records(job_id: str) -> list[dict[str, Any]]:
+    """Rank 0's ``hpcflow-startup`` records of ``job_id``, in the order of the log: one per
+    program start (after an in-job restart its phases run from the new step's start)."""
+    from hpcflow.jobs.joblog import read_text, split_log
+    from hpcflow.protocol import TAG_STARTUP
+
+    rec = records.find_job(job_id)
+    if rec is None:
+        return []
+    return [payload for _, lines in sorted(split_log(read_text(rec.log_path), job_id).items())
+            for tag, payload in lines if tag == TAG_STARTUP]
+
+
+def restart_parts(result: dict[str, Any]) -> list[dict[str, float]]:
+    """Where each in-job restart went: ``stop`` (the kill to the new step's start: srun ending
+    the step, the watchdog's stop and the supervisor's decision), then the new step's
+    ``launch``, ``imports``, ``join`` (what the floor pays too) and ``build``, ``restore``
+    (the program's): from the restarted rank 0's ``hpcflow-startup`` record."""
+    parts = []
+    for restart, rec in zip(result["restart_s"], result["startups"][1:]):
+        phases = {k[:-2]: rec.get(k) or 0.0 for k in ("launch_s", "imports_s", "join_s",
+                                                      "build_s", "restore_s")}
+        parts.append({"stop": restart - sum(phases.values()), **phases})
+    return parts
 
 
 def _wait_finished(job_id: str, deadline: float) -> None:
@@ -242,6 +269,16 @@ def print_against_floor(results: dict[str, dict[str, Any]], floors: list[float])
         goal = (f"   {verdict(restart / floor, GOAL_RESTART_RATIO, at_least=False)}"
                 if name == ARMS[0][0] else "")
         print(f"  {name}: restart {restart:.1f} s = {restart / floor:.2f} x floor{goal}")
+    parts = restart_parts(results[ARMS[0][0]])
+    if parts:
+        print("  where each in-job restart went (s): stop = kill to the new step's start (srun "
+              "ends the step, the supervisor decides); then the new step's phases")
+        for i, p in enumerate(parts, 1):
+            floors_part = p["launch"] + p["imports"] + p["join"]
+            print(f"    kill {i}: stop {p['stop']:.2f}, launch {p['launch']:.2f}, imports "
+                  f"{p['imports']:.2f}, join {p['join']:.2f}, build {p['build']:.2f}, restore "
+                  f"{p['restore']:.2f}; the floor's part (launch + imports + join) "
+                  f"{floors_part:.2f} = {floors_part / floor:.2f} x floor")
 
 
 def main(args: Any, run_root: Path) -> dict[str, dict[str, Any]]:

@@ -1,8 +1,8 @@
 """Slurm's own preemption on the real local cluster (docs/protocol.md, "Slurm's own
 preemption"): a job of the ``urgent`` partition takes the nodes of a ``preemptible`` job
-(``PreemptType=preempt/partition_prio``, ``PreemptMode=REQUEUE``, ``GraceTime=30``, without the
-user-signal option). Slurm TERMs the job's steps and moves its end time; nothing reaches the
-batch shell. A program on hpcflow's runtime checkpoints inside the grace time, a script that
+(``PreemptType=preempt/partition_prio``, ``PreemptMode=REQUEUE``, ``GraceTime=30``). Without the
+user-signal option, Slurm TERMs the job's steps and moves its end time; nothing reaches the
+batch shell; with it (the last test), the batch shell gets USR1 too. A program on hpcflow's runtime checkpoints inside the grace time, a script that
 saves on TERM and exits 0 saves; either way the job is requeued once, resumes, and its ending
 says ``preempted_slurm``. The first case goes through ``hpcflow local-cluster rehearse --by
 slurm`` (which moves the job from the spec's ``debug`` to the ``preemptible`` partition)."""
@@ -95,4 +95,73 @@ def test_a_script_that_saves_on_term_and_exits_0_is_requeued_and_trains_each_ste
     saved = [int(n) for n in re.findall(r"^term-saved (\d+)$", log, re.M)]
     assert len(saved) == 1 and re.findall(r"^term-resume (\d+)$", log, re.M) == [str(saved[0])]
     assert trained() == list(range(1, 41))  # every step once: none lost, none twice
+    assert "term-done 40" in log
+
+
+@pytest.fixture
+def user_signal_option(local_cluster):  # noqa: ANN001, ANN201
+    """For one test: the cluster with the user-signal option of preemption, spelled as `hpcflow
+    doctor` spells it for the Slurm it finds (Slurm then also sends a preempted job's batch
+    shell its --signal at the start of GraceTime); slurm.conf is put back afterwards."""
+    from hpcflow.doctor.checks import check_preempt_signal, parse_slurm_config, user_signal_setting
+
+    def config() -> dict[str, str]:
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                             check=True).stdout
+        return parse_slurm_config(out)
+
+    setting = user_signal_setting(config()["SLURM_VERSION"])
+    path = local_cluster.slurm_conf_path
+    before = path.read_text()
+    path.write_text(before + setting + "\n")
+    try:
+        subprocess.run(["scontrol", "reconfigure"], check=True, capture_output=True)
+        wait_for(lambda: "send_user_signal" in ",".join(
+            (config().get("SlurmctldParameters", ""), config().get("PreemptParameters", ""))),
+            60, "the user-signal option in Slurm's configuration")
+        assert check_preempt_signal(config()).level == "pass"  # doctor recognises it
+        yield setting
+    finally:
+        path.write_text(before)
+        subprocess.run(["scontrol", "reconfigure"], check=False, capture_output=True)
+
+
+def test_with_the_user_signal_option_both_kinds_of_program_are_requeued_and_resume(
+        user_signal_option, submit_job, tmp_path):
+    """One urgent job preempts two jobs at once: a program on the runtime and one that only
+    saves on TERM. The batch shells get USR1 as well as the steps' TERM; the supervisor reads the
+    moved end time, so the unaware program's stop is armed from the grace time, not the limit."""
+    one_node = {"nodes": 1, "time_limit": "00:20:00"}
+    state = tmp_path / "state.txt"
+    api = submit_job({**spec("api-usr", [PY, str(PROGRAMS / "fsdp_loop.py"), "--steps", "80",
+                                         "--step-time-s", "0.2"],
+                             checkpoint={"keep": 2, "interval_steps": 0}), **one_node})
+    unaware = submit_job({**spec("term-usr", [PY, str(PROGRAMS / "saves_on_term.py"),
+                                              "--steps", "40", "--state", str(state)]),
+                          **one_node})
+    wait_for(lambda: re.search(r'^hpcflow-step \{.*"step": 4\b', api.log(), re.M), 400,
+             "the runtime program's first steps")
+    wait_for(lambda: re.search(r"^term-step 4$", unaware.log(), re.M), 400, "the script's steps")
+    preempt(api)
+    for job in (api, unaware):
+        wait_for(lambda job=job: job.event("requeue", restart=0), 120, "the requeue")
+        warning = [e for e in job.events() if e["event"] == "signal" and e["restart"] == 0
+                   and e["source"] == P.SOURCE_WARNING]
+        assert warning and warning[0]["signal"] == "USR1", job.dump()
+        assert warning[0]["deadline"] - warning[0]["time"] <= 60  # the grace time's end
+    for job in (api, unaware):
+        final = job.wait_finished(600)
+        assert final.state == "COMPLETED" and final.restarts == 1, job.dump()
+        assert len([e for e in job.events() if e["event"] == "requeue"]) == 1
+        sources = [e["source"] for e in job.events() if e["event"] == "signal"]
+        assert sources[-1] == P.SOURCE_SLURM_PREEMPT, sources  # the moved end time, after the step
+        rep, _ = load_report(job.job_id)
+        assert [a.ending for a in rep.attempts] == [K.ENDING_PREEMPTED_SLURM, K.ENDING_COMPLETED]
+    step = api.event("requeue", restart=0)["step"]
+    assert isinstance(step, int) and step >= 1
+    assert re.findall(r'^hpcflow-resume \{"step": (\d+)\}', api.log(), re.M) == [str(step)]
+    assert re.search(r'^user-done \{.*"step": 80', api.log(), re.M), api.log()
+    log = unaware.log()
+    saved = [int(n) for n in re.findall(r"^term-saved (\d+)$", log, re.M)]
+    assert saved and re.findall(r"^term-resume (\d+)$", log, re.M) == [str(saved[-1])]
     assert "term-done 40" in log
