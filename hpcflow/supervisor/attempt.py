@@ -37,7 +37,8 @@ from hpcflow import protocol as P
 from hpcflow.supervisor import facts
 from hpcflow.supervisor.turns import Job, Turns, log
 
-__all__ = ["Attempt", "spot_watch_argv", "step_argv", "step_status", "try_env", "watchdog_argv"]
+__all__ = ["Attempt", "spot_watch_argv", "step_argv", "step_status", "try_env", "warning_lines",
+           "watchdog_argv"]
 
 #: Most seconds between two looks at the signals file and the stop timer while the step runs.
 #: The loop sleeps in select(2) on the step's pidfd (pidfd_open(2), Linux >= 5.3) and on the
@@ -45,6 +46,13 @@ __all__ = ["Attempt", "spot_watch_argv", "step_argv", "step_status", "try_env", 
 #: once; without a pidfd it looks every :data:`POLL_S`.
 IDLE_S = 1.0
 POLL_S = 0.05
+
+
+def warning_lines(text: str, signal_name: str) -> int:
+    """How many warnings the signals file holds: its whole lines ``<signal_name> <unix s>``.
+    A line of another signal, or a last line not yet ended by its newline, does not count."""
+    lines = text.split("\n")[:-1]  # the part after the last newline is not a whole line yet
+    return sum(1 for line in lines if line.split()[:1] == [signal_name])
 
 
 def step_status(returncode: int) -> int:
@@ -177,15 +185,11 @@ class Attempt:
                 "the step ends with it")
         self.terminated = True
 
-    def new_warnings(self) -> list[str]:
-        """Signals the batch shell took since the last look (one line each in the signals
-        file: ``<name> <unix s>``)."""
+    def new_warnings(self) -> int:
+        """Warnings the batch shell took since the last look (its lines in the signals file)."""
         text = facts.read_small(self.signals_file)
-        if text is None:
-            return []
-        lines = [line.split()[0] for line in text.splitlines() if line.split()]
-        new = lines[self._signals_seen:]
-        self._signals_seen = len(lines)
+        total = warning_lines(text or "", self.signal_name)
+        new, self._signals_seen = max(total - self._signals_seen, 0), total
         return new
 
     # ---- the attempt ------------------------------------------------------------------------
@@ -295,8 +299,8 @@ class Attempt:
             size = 0
         if self._woken or size != self._signals_size:
             self._woken, self._signals_size = False, size
-            for name in self.new_warnings():
-                self.turns.warning(name, self.step.pid if self.step else 0)
+            for _ in range(self.new_warnings()):
+                self.turns.warning(self.signal_name, self.step.pid if self.step else 0)
         timer_at = self.turns.timer_at
         if timer_at is not None and time.time() >= timer_at:
             self.turns.deadline(self.step.pid if self.step else 0)
