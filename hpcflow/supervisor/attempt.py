@@ -233,7 +233,7 @@ class Attempt:
         paths, try_ = self.job.paths, self.turns.try_
         env = {**os.environ, **try_env(self.cfg, paths, try_)}
         folders = [paths.joined]
-        if P.ENV_HEARTBEAT_DIR in env:
+        if self.cfg.get("watchdog"):
             folders.append(paths.heartbeat(try_))
         for gone in (paths.errors(try_), paths.exits, *folders):
             shutil.rmtree(gone, ignore_errors=True)
