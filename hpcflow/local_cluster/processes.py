@@ -163,9 +163,13 @@ def job_processes(job_id: str, *, node: str | None = None,
 
 
 def rank_pid(job_id: str, rank: int, command_has: str) -> int | None:
-    """The pid of task ``rank`` (``SLURM_PROCID``) of ``job_id`` whose command line contains
-    ``command_has`` (e.g. the training module), or None while there is none."""
+    """The pid of task ``rank`` (``SLURM_PROCID``) of a step of ``job_id`` whose command line
+    contains ``command_has`` (e.g. the training module), or None while there is none.
+
+    Only a step's tasks count (their environment has ``SLURM_STEP_ID``, srun(1)): the batch
+    script and hpcflow's supervisor also carry ``SLURM_PROCID=0`` (sbatch(1)), and the
+    supervisor's command line names the program too."""
     for pid, env in job_processes(job_id, command_has=command_has).items():
-        if env.get("SLURM_PROCID") == str(rank):
+        if env.get("SLURM_PROCID") == str(rank) and "SLURM_STEP_ID" in env:
             return pid
     return None

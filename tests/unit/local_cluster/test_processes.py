@@ -39,18 +39,26 @@ def test_missing_or_garbled_records_mean_none(tmp_path):
 
 
 def test_a_jobs_processes_are_found_by_their_slurm_environment():
-    env = {**os.environ, "SLURM_JOB_ID": "990001", "SLURM_PROCID": "1", "SLURMD_NODENAME": "n2"}
+    env = {**os.environ, "SLURM_JOB_ID": "990001", "SLURM_PROCID": "1", "SLURMD_NODENAME": "n2",
+           "SLURM_STEP_ID": "0"}
     other = {**env, "SLURM_JOB_ID": "990002"}
+    # The batch script's supervisor: SLURM_PROCID 0 but no step, and the program in its argv.
+    batch = {k: v for k, v in {**env, "SLURM_PROCID": "0"}.items() if k != "SLURM_STEP_ID"}
     code = "import time; time.sleep(60)"
     ours = subprocess.Popen([sys.executable, "-c", code, "train-marker"], env=env)
     theirs = subprocess.Popen([sys.executable, "-c", code, "train-marker"], env=other)
+    supervisor = subprocess.Popen([sys.executable, "-c", code, "train-marker"], env=batch)
     try:
         deadline = time.monotonic() + 10
         while ours.pid not in procs.job_processes("990001"):
             assert time.monotonic() < deadline, "the process never showed up"
             time.sleep(0.05)
+        while supervisor.pid not in procs.job_processes("990001"):
+            assert time.monotonic() < deadline, "the process never showed up"
+            time.sleep(0.05)
         found = procs.job_processes("990001")
-        assert set(found) == {ours.pid} and found[ours.pid]["SLURMD_NODENAME"] == "n2"
+        assert set(found) == {ours.pid, supervisor.pid}
+        assert found[ours.pid]["SLURMD_NODENAME"] == "n2"
         assert procs.job_processes("990001", node="n1") == {}
         assert procs.rank_pid("990001", 1, "train-marker") == ours.pid
         assert procs.rank_pid("990001", 0, "train-marker") is None
@@ -58,7 +66,9 @@ def test_a_jobs_processes_are_found_by_their_slurm_environment():
     finally:
         ours.kill()
         theirs.kill()
+        supervisor.kill()
         ours.wait()
         theirs.wait()
+        supervisor.wait()
     assert procs.job_processes("990001") == {}
     assert procs.environ(ours.pid) == {}
