@@ -23,6 +23,7 @@ ENDING_REQUEUE_LIMIT = "requeue_limit"
 ENDING_FAILURE_LIMIT = "failure_limit"
 ENDING_NODE_EXCLUDED = "node_excluded"
 ENDING_CANCELLED = "cancelled"
+ENDING_TIME_LIMIT = "time_limit"
 ENDING_HELD = "held"
 ENDING_NOT_REQUEUED = "not_requeued"
 ENDING_VERSION_SKEW = "version_skew"
@@ -50,6 +51,8 @@ ENDING_KINDS: dict[str, str] = {
     ENDING_NODE_EXCLUDED: "node excluded: rank failures kept hitting one node and no spare node "
                           "was left; requeued without it",
     ENDING_CANCELLED: "cancelled by the user",
+    ENDING_TIME_LIMIT: "time limit: Slurm ended the job at its time limit, before the warning's "
+                       "checkpoint and requeue (no warning, or one too late); never requeued",
     ENDING_HELD: "held: Slurm will not start it until `scontrol release <id>`",
     ENDING_NOT_REQUEUED: "preempted but not requeued (no checkpoint committed, requeue disabled "
                          "or refused)",
@@ -76,6 +79,7 @@ REASON_KIND: dict[str, str] = {
     P.REASON_REQUEUE_FAILED: ENDING_NOT_REQUEUED,
     P.REASON_REQUEUE_DISABLED: ENDING_NOT_REQUEUED,
     P.REASON_CANCELLED: ENDING_CANCELLED,
+    P.REASON_TIME_LIMIT: ENDING_TIME_LIMIT,
     P.REASON_VERSION_SKEW: ENDING_VERSION_SKEW,
     P.REASON_SUPERVISOR_ERROR: ENDING_SUPERVISOR_ERROR,
     P.REASON_NETWORK_FALLBACK: ENDING_NETWORK_FALLBACK,

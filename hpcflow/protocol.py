@@ -192,6 +192,9 @@ REASON_REQUEUE_DISABLED = "requeue_disabled"
 REASON_PREEMPTED_NO_CHECKPOINT = "preempted_no_checkpoint"
 #: The job was cancelled (``scancel``) while it ran: never requeued.
 REASON_CANCELLED = "cancelled"
+#: Slurm ended the job at its time limit (TERM to every process of the job, the supervisor
+#: included; ``scontrol show job`` says ``Reason=TimeLimit``): never requeued.
+REASON_TIME_LIMIT = "time_limit"
 #: The job was rendered for another protocol version than this hpcflow's (see
 #: :data:`PROTOCOL_VERSION`).
 REASON_VERSION_SKEW = "version_skew"

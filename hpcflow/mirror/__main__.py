@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                            help="drain and exit once this file exists (the batch script's way)")
             p.add_argument("--drain-s", type=float, default=60.0,
                            help="seconds a drain may take after TERM before it is abandoned [60]")
+            p.add_argument("--parent-pid", type=int, default=None,
+                           help="stop, without a drain, once the process that started it (this "
+                                "pid: the job's supervisor) is gone [the parent at start]")
             p.add_argument("--nice", type=int, default=19,
                            help="priority increment, so training keeps the CPU [19]")
     return parser
@@ -96,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         os.nice(args.nice)
     mirror = watch.Mirror(args.checkpoint_dir, uri, args.keep, client, ledger, settings)
     watch.log(f"watching {args.checkpoint_dir} -> {uri} (keep {args.keep})")
-    return watch.run(mirror, poll_s=args.poll_s, drain_s=args.drain_s, stop_file=args.stop_file)
+    return watch.run(mirror, poll_s=args.poll_s, drain_s=args.drain_s, stop_file=args.stop_file,
+                     parent_pid=args.parent_pid)
 
 
 def _list(uri) -> int:  # noqa: ANN001

@@ -170,8 +170,12 @@ class Mirror:
             f"the checkpoint stays in {self.root}; next try in {delay:.0f} s")
 
 
-def run(mirror: Mirror, *, poll_s: float, drain_s: float, stop_file: Path | None = None) -> int:
-    """Poll and mirror until TERM/INT or until ``stop_file`` exists, then drain.
+def run(mirror: Mirror, *, poll_s: float, drain_s: float, stop_file: Path | None = None,
+        parent_pid: int | None = None) -> int:
+    """Poll and mirror until TERM/INT or until ``stop_file`` exists, then drain; stop at once,
+    without a drain, when the process that started it (``parent_pid``, the job's supervisor;
+    default the parent at start) is gone: Slurm's process tracking by parentage
+    (``proctrack/linuxproc``) would not end an orphan with the job.
 
     The stop file is how the batch script ends the mirror: unlike a signal, it cannot arrive
     before the handler is installed (Python start-up takes a while), so a job whose program ends
@@ -196,7 +200,11 @@ def run(mirror: Mirror, *, poll_s: float, drain_s: float, stop_file: Path | None
     except store.errors() as exc:
         log(f"could not list unfinished uploads under {mirror.uri} ({describe(exc)})")
     next_scan = 0.0
+    parent = os.getppid() if parent_pid is None else parent_pid
     while not stop.is_set() and not (stop_file is not None and stop_file.exists()):
+        if os.getppid() != parent:  # the supervisor is gone: so is the job; never outlive it
+            log("the job's supervisor is gone: stopping without a drain")
+            return 0
         if time.monotonic() >= next_scan:
             unit = mirror.pending()
             if unit is not None:

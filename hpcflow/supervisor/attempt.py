@@ -127,7 +127,8 @@ def watchdog_argv(cfg: Mapping[str, Any], paths: facts.Paths, try_: int) -> list
     return [str(cfg["hpcflow_python"]), "-m", "hpcflow.watchdog",
             "--heartbeat-dir", str(paths.heartbeat(try_)), "--ntasks", str(cfg["ntasks"]),
             "--run-dir", str(paths.run_dir), "--job-id", paths.job_id,
-            "--restart", str(paths.restart), "--try", str(try_), *wd["options"]]
+            "--restart", str(paths.restart), "--try", str(try_), *wd["options"],
+            "--parent-pid", str(os.getpid())]
 
 
 def spot_watch_argv(cfg: Mapping[str, Any], job_id: str) -> list[str]:
@@ -162,7 +163,6 @@ class Attempt:
         self._signals_size = 0
         self._woken = False
         self._wake_r = -1
-        self.terminated = False
         self.step: subprocess.Popen[bytes] | None = None
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.mirror: subprocess.Popen[bytes] | None = None
@@ -180,10 +180,10 @@ class Attempt:
         self._woken = True
 
     def _on_term(self, signum: int, frame: Any) -> None:
-        if not self.terminated:
-            log("TERM: Slurm is ending this attempt (a cancel, the time limit or a requeue); "
-                "the step ends with it")
-        self.terminated = True
+        if not self.turns.terminated:
+            log("TERM: Slurm is ending the job (a cancel or the time limit); the step ends with "
+                "it, and the job is not requeued")
+        self.turns.terminated = True
 
     def new_warnings(self) -> int:
         """Warnings the batch shell took since the last look (its lines in the signals file)."""
@@ -365,7 +365,8 @@ class Attempt:
         self._mirror_stop.unlink(missing_ok=True)
         self.mirror = self._popen([self._python(), "-m", "hpcflow.mirror", "watch",
                                    *self._mirror_args(), "--keep", str(mirror["keep"]),
-                                   "--stop-file", str(self._mirror_stop)])
+                                   "--stop-file", str(self._mirror_stop),
+                                   "--parent-pid", str(os.getpid())])
 
     def _finish_mirror(self, budget_s: int) -> None:
         """After the steps: the stop file asks the mirror to copy the newest commit (the

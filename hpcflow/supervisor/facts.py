@@ -178,10 +178,12 @@ class SlurmJob:
     Attributes:
         state: JobState (``RUNNING``, ``CANCELLED``, ...); ``""`` when Slurm did not answer.
         end_time_s: EndTime as Unix seconds, or None.
+        reason: Reason (``None``, ``TimeLimit``, ...); ``""`` when Slurm did not answer.
     """
 
     state: str = ""
     end_time_s: int | None = None
+    reason: str = ""
 
 
 def _parse_time(text: str) -> int | None:
@@ -203,4 +205,5 @@ def slurm_job(job_id: str, runner: Runner = run_command, timeout_s: float = 10.0
         return SlurmJob()
     fields = dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", result.stdout or ""))
     return SlurmJob(state=fields.get("JobState", ""),
-                    end_time_s=_parse_time(fields.get("EndTime", "")))
+                    end_time_s=_parse_time(fields.get("EndTime", "")),
+                    reason=fields.get("Reason", ""))

@@ -60,7 +60,11 @@ class StepFacts:
         warnings: warning signals the batch script took during the step (USR1/USR2, or TERM of
             Slurm's own preemption).
         slurm_preempted: one of them was Slurm's preemption (TERM, EndTime moved to the grace).
-        cancelled: the job was cancelled (``scancel``) while it ran.
+        cancelled: the job was cancelled (``scancel``) while it ran: Slurm said ``CANCELLED``, or
+            sent the supervisor TERM (only a cancel or the time limit does; Slurm's preemption
+            TERMs the steps alone) without ``Reason=TimeLimit``.
+        time_limit: Slurm ended the job at its time limit (TERM to the supervisor,
+            ``Reason=TimeLimit``).
         stopped_unaware: hpcflow stopped the program (TERM before the deadline) because it had
             not joined the protocol.
         flag: the preemption flag file exists.
@@ -78,6 +82,7 @@ class StepFacts:
     warnings: int = 0
     slurm_preempted: bool = False
     cancelled: bool = False
+    time_limit: bool = False
     stopped_unaware: bool = False
     flag: bool = False
     committed_step: int | None = None
@@ -85,6 +90,11 @@ class StepFacts:
     error_sigs: tuple[str, ...] = ()
     hang: bool = False
     latest_checkpoint: int | None = None
+
+    @property
+    def ending_by_slurm(self) -> bool:
+        """Slurm is ending the job (a cancel or the time limit): nothing restarts or requeues."""
+        return self.cancelled or self.time_limit
 
     @property
     def warned(self) -> bool:

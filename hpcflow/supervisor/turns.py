@@ -133,7 +133,7 @@ class _State:
     prev_error: str = ""
     excluded: list[str] = field(default_factory=list)
     outcome: rules.StepOutcome | None = None
-    slurm: dict[str, bool] = field(default_factory=dict)
+    slurm: rules.SlurmView = field(default_factory=rules.SlurmView)
     warnings: int = 0
     stopped_unaware: bool = False
 
@@ -156,6 +156,8 @@ class Turns:
         self.state = _State()
         #: Unix time at which the stop timer fires, or None.
         self.timer_at: float | None = None
+        #: The supervisor got TERM: Slurm is ending the job (a cancel or the time limit).
+        self.terminated = False
 
     @property
     def try_(self) -> int:
@@ -262,23 +264,21 @@ class Turns:
             effects.stop_program(self.job.job_id, step_pid, int(self.job.cfg["term_grace_s"]))
 
     # ---- after each step, and the end -----------------------------------------------------------
-    def _slurm_view(self) -> dict[str, bool]:
-        """Cancelled, or preempted by Slurm: the job's EndTime moved before the attempt's
-        deadline (preempt.html: a preempted job's end time becomes now + GraceTime) while it
-        still runs."""
+    def _slurm_view(self) -> tuple[rules.SlurmView, int | None]:
+        """What Slurm is doing to the job (:func:`hpcflow.supervisor.rules.slurm_view`), and
+        its end time as it is now."""
         slurm = facts.slurm_job(self.job.job_id)
-        cancelled = slurm.state.startswith("CANCELLED")
-        preempted = (slurm.state == "RUNNING" and slurm.end_time_s is not None
-                     and slurm.end_time_s < self.attempt_deadline_s - 5)
-        return {"cancelled": cancelled, "slurm_preempted": preempted}
+        view = rules.slurm_view(slurm.state, slurm.reason, slurm.end_time_s,
+                                terminated=self.terminated, deadline_s=self.attempt_deadline_s)
+        return view, slurm.end_time_s
 
     def _step_facts(self, rc: int) -> rules.StepFacts:
         paths, n, slurm = self.job.paths, self.job.limits.ntasks, self.state.slurm
         return rules.StepFacts(
             rc=rc, exits=facts.rank_exits(paths.exits, n), joined=facts.ranks_joined(paths.joined, n),
-            warnings=self.state.warnings + (1 if slurm.get("slurm_preempted") else 0),
-            slurm_preempted=slurm.get("slurm_preempted", False),
-            cancelled=slurm.get("cancelled", False), stopped_unaware=self.state.stopped_unaware,
+            warnings=self.state.warnings + (1 if slurm.preempted else 0),
+            slurm_preempted=slurm.preempted, cancelled=slurm.cancelled,
+            time_limit=slurm.time_limit, stopped_unaware=self.state.stopped_unaware,
             flag=paths.flag.exists(), committed_step=facts.committed_step(paths.committed),
             done=paths.done.exists(), error_sigs=facts.error_sigs(paths.errors(self.try_)),
             hang=(paths.heartbeat(self.try_) / P.HANG_MARKER).is_file(),
@@ -289,12 +289,12 @@ class Turns:
         go to the ending."""
         job, state = self.job, self.state
         self.timer_at = None
-        state.slurm = self._slurm_view()
-        if state.slurm["slurm_preempted"]:
+        state.slurm, end_time_s = self._slurm_view()
+        if state.slurm.preempted:
             log("Slurm preempted the job (its end time moved to the grace time's end): the "
                 "program's own stop or checkpoint counts, and the job is requeued")
             job.event(P.EVENT_SIGNAL, signal="TERM", joined=0, forwarded=False,
-                      deadline=self.attempt_deadline_s, source=P.SOURCE_SLURM_PREEMPT)
+                      deadline=end_time_s, source=P.SOURCE_SLURM_PREEMPT)
         step = self._step_facts(rc)
         fields, first = rules.rank_summary(step)
         if job.limits.resilience:

@@ -4,6 +4,7 @@ and in-job restarts")::
     python -m hpcflow.watchdog --heartbeat-dir DIR --ntasks N --run-dir RUN --job-id J \\
         --restart R --try T --startup-s S --checkpoint-s S --step-floor-s S --step-factor K
         --warmup-steps W [--step-s S] --interval-s S [--kill-after-s S] [--poll-s S]
+        [--parent-pid PID]
 
 It polls the ranks' heartbeats (:mod:`hpcflow.runtime.heartbeat`). When it first finds a hang
 (:func:`hpcflow.watchdog.hang.find_hang`) it writes every rank's stacks to
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -67,6 +69,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     # upgrade) do not pass it; they ended a hung step at once, and so they still do.
     p.add_argument("--kill-after-s", type=float, default=0.0)
     p.add_argument("--poll-s", type=float, default=1.0)
+    p.add_argument("--parent-pid", type=int, default=None,
+                   help="stop once this process (the supervisor) is no longer the parent "
+                        "[the parent at start]")
     args = p.parse_args(argv)
     if args.ntasks < 1 or args.poll_s <= 0 or args.interval_s <= 0 or args.kill_after_s < 0:
         p.error("--ntasks must be at least 1, --poll-s and --interval-s positive, "
@@ -133,7 +138,9 @@ def handle(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Han
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Watch until a hang is handled (0) or the supervisor stops it."""
+    """Watch until a hang is handled (0), the supervisor stops it, or the supervisor is gone
+    (0: an orphan, reparented when the supervisor was killed, would escape Slurm's process
+    tracking by parentage, ``proctrack/linuxproc``, and judge ranks that no longer run)."""
     args = _args(argv)
     t = Timeouts(startup_s=args.startup_s, checkpoint_s=args.checkpoint_s,
                  step_floor_s=args.step_floor_s, step_factor=args.step_factor,
@@ -143,8 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     since: float | None = None
     suspicions = 0
     stacks_file = ""
+    # The pid given, not the parent found at start: the supervisor may be gone before this
+    # process has even imported its modules.
+    parent = os.getppid() if args.parent_pid is None else args.parent_pid
     while True:
         time.sleep(args.poll_s)
+        if os.getppid() != parent:  # the supervisor is gone: so is the step; never outlive it
+            print("hpcflow-watchdog: the supervisor is gone: stopping", file=sys.stderr,
+                  flush=True)
+            return 0
         beats = read_beats(args.heartbeat_dir)
         if not beats:
             continue

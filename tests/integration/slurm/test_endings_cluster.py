@@ -109,3 +109,18 @@ def test_a_held_job_says_how_to_release_it_and_logs_f_returns(submit_job):
     assert "hpcflow-step" in follow.stdout  # what the log held was shown first
     shown = hpcflow("status", job.job_id)
     assert shown.returncode == 0 and f"scontrol release {job.job_id}" in shown.stdout
+
+
+def test_hpcflow_cancel_of_a_training_job_ends_it_and_never_requeues(submit_job):
+    """The ranks take Slurm's TERM as a stop request and commit a checkpoint; the supervisor got
+    TERM too, so it knows Slurm is ending the job: cancelled, never requeued."""
+    job = submit_job({**spec(train(400)), "resilience": True})
+    wait_for(lambda: '"step": 4' in job.log(), 300, "the first steps")
+    proc = hpcflow("cancel", job.job_id)
+    assert proc.returncode == 0, proc.stderr
+    final = job.wait_finished(240)
+    assert (final.state, final.restarts) == ("CANCELLED", 0), job.dump()
+    events = [e["event"] for e in job.events()]
+    assert "requeue" not in events and events[-1] == "job_end"
+    assert job.event("job_end")["reason"] == P.REASON_CANCELLED
+    assert final.ending == K.ENDING_CANCELLED

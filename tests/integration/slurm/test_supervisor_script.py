@@ -44,6 +44,10 @@ sys.exit(99)
 SCONTROL = """\
 #!/usr/bin/env bash
 printf '%s\\n' "$*" >>"$SHIM_LOG/scontrol.calls"
+if [[ $1 == show && $2 == job && -n ${SHIM_JOB_STATE:-} ]]; then
+  echo "JobId=4242 JobName=x JobState=$SHIM_JOB_STATE Reason=${SHIM_JOB_REASON:-None} EndTime=2026-01-01T00:00:00"
+  exit 0
+fi
 if [[ $1 == show && $2 == job && -n ${SHIM_GRACE_S:-} ]]; then
   end=$(date -d "@$(( $(date +%s) + SHIM_GRACE_S ))" +%Y-%m-%dT%H:%M:%S)
   echo "JobId=4242 JobName=x JobState=RUNNING Reason=None EndTime=$end Partition=low"
@@ -247,9 +251,17 @@ def test_a_killed_supervisor_still_leaves_an_honest_end(harness):
         assert time.time() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.01)
     (pid,) = _supervisor_pids(proc.pid)
+    watchdog = str(harness["root"] / "run" / P.STATE_DIR / "heartbeat-")
+    assert _pids(watchdog), "the watchdog beside the step"
     os.kill(pid, signal.SIGKILL)
     proc.wait(timeout=60)
-    # Slurm ends what the dead supervisor left running (the step, the watchdog) with the job.
+    # The watchdog sees its supervisor gone and stops: with Slurm's process tracking by
+    # parentage (proctrack/linuxproc) an orphan would outlive the job and judge dead ranks.
+    deadline = time.time() + 10
+    while _pids(watchdog):
+        assert time.time() < deadline, "the watchdog outlived its supervisor"
+        time.sleep(0.1)
+    # Slurm ends the step the dead supervisor left running with the job.
     os.killpg(proc.pid, signal.SIGKILL)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "supervisor gave no answer" in stderr, stderr
@@ -260,3 +272,49 @@ def test_a_killed_supervisor_still_leaves_an_honest_end(harness):
     assert events[-1]["reason"] == P.REASON_SUPERVISOR_ERROR
     assert not (harness["log"] / "scontrol.calls").exists() or "requeue" not in (
         harness["log"] / "scontrol.calls").read_text()
+
+
+def _pids(pattern: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True,
+                         check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+@pytest.mark.parametrize(("reason", "ending"), [
+    pytest.param("None", P.REASON_CANCELLED, id="scancel"),
+    pytest.param("TimeLimit", P.REASON_TIME_LIMIT, id="time-limit"),
+])
+def test_when_slurm_ends_the_job_it_is_never_requeued(harness, reason, ending):
+    """scancel, or the time limit: Slurm TERMs every process of the job, the supervisor too,
+    and reads COMPLETING. A program that checkpoints on TERM has committed; the job still ends,
+    with the reason, and no requeue (a requeue would undo the cancel)."""
+    (harness["root"] / "prog.py").write_text(SAVES_ON_TERM)
+    script = harness["root"] / "job.sbatch"
+    spec = base.JobSpec.model_validate({
+        "name": "ended", "time_limit": "00:10:00", "run_dir": str(harness["root"] / "run"),
+        "program": {"argv": [sys.executable, str(harness["root"] / "prog.py")]}})
+    script.write_text(base.render_sbatch(spec))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    environ.update(PATH=f"{harness['shims']}{os.pathsep}{os.environ['PATH']}",
+                   SHIM_LOG=str(harness["log"]), SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="n1",
+                   SHIM_LEDGER=str(harness["root"] / "run" / P.STATE_DIR / P.LEDGER_FILE),
+                   SHIM_JOB_STATE="COMPLETING", SHIM_JOB_REASON=reason)
+    proc = subprocess.Popen(["bash", str(script)], env=environ, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while not (harness["log"] / "ready").exists():
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    # What slurmstepd does: TERM to the batch step's processes and the step's tasks.
+    for pid in [proc.pid, *_supervisor_pids(proc.pid), *_pids(str(harness["root"] / "prog.py"))]:
+        os.kill(pid, signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    from hpcflow.ledger import read_events
+
+    events = read_events(P.ledger_path(harness["root"] / "run"))
+    assert [e["event"] for e in events] == ["attempt_start", "step_end", "job_end"], stderr
+    assert events[-1]["reason"] == ending and events[-1]["rc"] == 0
+    assert (harness["log"] / "saved").exists()  # the program saved on TERM all the same
+    calls = (harness["log"] / "scontrol.calls").read_text()
+    assert "requeue" not in calls and proc.returncode == 0
+    assert "Slurm is ending the job" in stderr

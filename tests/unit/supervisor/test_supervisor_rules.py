@@ -18,6 +18,7 @@ from hpcflow.supervisor.rules import (
     failures,
     rank_summary,
     requeues_used,
+    slurm_view,
 )
 
 OK = RankExit(0, 1000)
@@ -60,6 +61,14 @@ def facts(**changes) -> StepFacts:  # noqa: ANN003
                  P.REASON_REQUEUE_DISABLED, 75, id="requeue-disabled"),
     pytest.param(facts(rc=75, committed_step=42, cancelled=True), History(), LIMITS, False,
                  P.REASON_CANCELLED, 75, id="cancelled-is-never-requeued"),
+    pytest.param(facts(rc=0, exits=(None, None), joined=(None, None), cancelled=True), History(),
+                 LIMITS, False, P.REASON_CANCELLED, 0, id="cancelled-exit-0-is-not-completed"),
+    pytest.param(facts(rc=75, committed_step=42, time_limit=True), History(), LIMITS, False,
+                 P.REASON_TIME_LIMIT, 75, id="time-limit-commit-is-never-requeued"),
+    pytest.param(facts(rc=0, stopped_unaware=True, warnings=1, time_limit=True), History(),
+                 LIMITS, False, P.REASON_TIME_LIMIT, 0, id="time-limit-after-a-stop"),
+    pytest.param(facts(rc=134, done=True, time_limit=True), History(), LIMITS, False,
+                 P.REASON_COMPLETED_AFTER_DONE, 0, id="done-before-the-limit-completes"),
     pytest.param(facts(rc=3, warnings=1, exits=(RankExit(3, 5, "boom"), OK)), History(), LIMITS,
                  False, P.REASON_PREEMPTED_NO_CHECKPOINT, 3, id="warned-without-commit"),
     pytest.param(facts(rc=137, exits=(None, OK)), History(), LIMITS, False, P.REASON_RANK_KILLED,
@@ -165,6 +174,10 @@ KILLED = facts(rc=137, exits=(None, OK), latest_checkpoint=5)
                  id="same-exception-twice"),
     pytest.param(facts(rc=1, exits=(RankExit(1, 3), OK), error_sigs=("E@3",), latest_checkpoint=5),
                  History(), {"prev_error": "E@2"}, True, None, id="another-exception"),
+    pytest.param(facts(rc=143, exits=(None, None), latest_checkpoint=5, cancelled=True),
+                 History(), {}, False, None, id="cancelled-is-not-restarted"),
+    pytest.param(facts(rc=143, exits=(None, None), latest_checkpoint=5, time_limit=True),
+                 History(), {}, False, None, id="time-limit-is-not-restarted"),
 ])
 def test_after_a_failed_step(step, history, kw, go, reason):
     out = restart(step, history, **kw)
@@ -230,3 +243,29 @@ def test_steps_avoid_nodes_excluded_earlier(hosts, avoid, ignored):
     verdict = attempt_start(History(excluded=("n1",)), RES, hosts)
     assert verdict.start and verdict.srun_exclude == avoid and verdict.ignored == ignored
 
+
+
+# ---- what Slurm is doing to the job ------------------------------------------------------------
+DEADLINE = 10_000
+
+
+@pytest.mark.parametrize(("state", "reason", "end", "terminated", "view"), [
+    pytest.param("RUNNING", "None", DEADLINE, False, (False, False, False), id="running"),
+    pytest.param("RUNNING", "None", DEADLINE - 600, False, (False, False, True),
+                 id="end-time-moved-is-slurms-preemption"),
+    pytest.param("RUNNING", "None", DEADLINE - 3, False, (False, False, False),
+                 id="a-few-seconds-is-rounding"),
+    pytest.param("COMPLETING", "None", 1_000, True, (True, False, False),
+                 id="scancel-seen-as-completing-with-term"),
+    pytest.param("COMPLETING", "TimeLimit", 1_000, True, (False, True, False),
+                 id="time-limit"),
+    pytest.param("TIMEOUT", "TimeLimit", 1_000, False, (False, True, False), id="timeout-state"),
+    pytest.param("CANCELLED", "None", 1_000, False, (True, False, False), id="cancelled-state"),
+    pytest.param("", "", None, True, (True, False, False),
+                 id="term-while-slurm-does-not-answer"),
+    pytest.param("", "", None, False, (False, False, False), id="slurm-does-not-answer"),
+])
+def test_slurm_view_tells_a_cancel_the_time_limit_and_a_preemption_apart(
+        state, reason, end, terminated, view):
+    got = slurm_view(state, reason, end, terminated=terminated, deadline_s=DEADLINE)
+    assert (got.cancelled, got.time_limit, got.preempted) == view
