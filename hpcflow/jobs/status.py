@@ -224,9 +224,9 @@ def _ending(state: str, finished: bool, reason: str, events: Sequence[Mapping[st
         return K.ENDING_CANCELLED, reason or endings.describe(K.ENDING_CANCELLED)
     if from_ledger is not None:
         kind, detail = from_ledger
-        if detail and detail not in reason:
-            reason = f"{reason}; {detail}" if reason else detail
-        return kind, reason
+        parts = [p for p in reason.split("; ") if p]  # each part once: the ledger's reason word
+        parts += [p for p in detail.split("; ") if p and p not in parts]  # may start the detail
+        return kind, "; ".join(parts)
     if finished:
         return endings.slurm_kind(state) or "", reason
     return "", reason

@@ -299,6 +299,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "checkpoint_dir": str(spec.checkpoint_dir),
         "hpcflow_python": python or sys.executable,  # the supervisor runs hpcflow itself
         "max_requeues": spec.preemption.max_requeues,
+        "requeue": spec.preemption.requeue,
         "requeue_margin_s": spec.preemption.requeue_margin_s,
         "protocol": spec.program.protocol,
         "signal": spec.preemption.signal,

@@ -80,3 +80,13 @@ def test_a_job_cancelled_while_running_keeps_its_attempt():
     st = compose_status("7", run_dir="/runs/r", show={"JobState": "CANCELLED", "ExitCode": "0:15"},
                         events=[ev("attempt_start", 0)], now_s=T0 + 5)
     assert (st.attempts, st.exit_code) == (1, 143)
+
+
+def test_the_reason_names_each_part_once():
+    """The ledger's reason word and the ending's detail that starts with it are one part."""
+    events = [ev("attempt_start", 0), ev("signal", 30, signal="USR1"), ev("step_end", 35, rc=75),
+              ev("job_end", 36, rc=75, reason="requeue_limit")]
+    st = compose_status("7", events=events, now_s=T0 + 999,
+                        show={"JobState": "FAILED", "ExitCode": "75:0", "Reason": "NonZeroExitCode"})
+    parts = st.reason.split("; ")
+    assert parts.count("requeue_limit") == 1 and len(parts) == len(set(parts)), st.reason
