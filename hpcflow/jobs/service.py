@@ -113,9 +113,8 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     _check_run_dir_free(run_dir, client)
     previous = records.read_run_files(run_dir)
     created = records.missing_dirs(state_dir(run_dir))
-    resolved = spec_yaml(spec)
     try:
-        script_path = records.write_run_files(run_dir, resolved, script,
+        script_path = records.write_run_files(run_dir, resolved := spec_yaml(spec), script,
                                               keep_mode=allow_shared_dir)
     except OSError as exc:
         records.undo_run_files(run_dir, previous, created)

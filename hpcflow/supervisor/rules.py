@@ -26,9 +26,9 @@ from hpcflow import protocol as P
 from hpcflow.supervisor.model import History, Limits, RankExit, StepFacts
 
 __all__ = [
-    "Action", "AttemptStart", "History", "Limits", "RankExit", "SlurmView", "StepFacts",
-    "StepOutcome", "after_failed_step", "attempt_start", "blame_node", "ending",
-    "exclude_for_step", "failures", "rank_summary", "requeues_used", "slurm_view",
+    "Action", "AttemptStart", "History", "Limits", "RankExit", "StepFacts", "StepOutcome",
+    "after_failed_step", "attempt_start", "blame_node", "ending", "exclude_for_step",
+    "failures", "rank_summary", "requeues_used",
 ]
 
 
@@ -319,47 +319,6 @@ def rank_summary(facts: StepFacts) -> tuple[dict[str, Any], str]:
     words = "" if first is None else (
         f"rank {first[0]} exited with status {first[1].rc}: {first[1].reason}")
     return fields, words
-
-
-@dataclass(frozen=True)
-class SlurmView:
-    """What Slurm is doing to the job, told after a step (:func:`slurm_view`).
-
-    Attributes:
-        cancelled: a cancel (``scancel``) is ending the job.
-        time_limit: the time limit is ending the job.
-        preempted: Slurm's own preemption: the job still runs, its end time moved to the grace
-            time's end.
-    """
-
-    cancelled: bool = False
-    time_limit: bool = False
-    preempted: bool = False
-
-
-def slurm_view(state: str, reason: str, end_time_s: int | None, *, terminated: bool,
-               deadline_s: int) -> SlurmView:
-    """Tell a cancel, the time limit and Slurm's preemption apart.
-
-    Args:
-        state, reason, end_time_s: ``scontrol show job``'s JobState, Reason and EndTime (Unix s)
-            after the step; ``""``/None when Slurm did not answer.
-        terminated: the supervisor itself got TERM. Slurm sends it to every process of the
-            batch step only when it ends the job: a cancel or the time limit (the job then reads
-            ``COMPLETING``, with ``Reason=TimeLimit`` at the limit; seen with Slurm 22.05), and
-            after a requeue, which the supervisor makes last and does not take. Its own
-            preemption TERMs the steps alone (preempt.html; seen on the local cluster).
-        deadline_s: the attempt's deadline as known at its start (Unix s).
-
-    A preempted job's end time becomes now + GraceTime (preempt.html), so an end time moved
-    before the attempt's deadline while the job still runs is a preemption.
-    """
-    if state == "TIMEOUT" or (terminated and reason == "TimeLimit"):
-        return SlurmView(time_limit=True)
-    if state.startswith("CANCELLED") or terminated:
-        return SlurmView(cancelled=True)
-    return SlurmView(preempted=state == "RUNNING" and end_time_s is not None
-                     and end_time_s < deadline_s - 5)
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ class _State:
     prev_error: str = ""
     excluded: list[str] = field(default_factory=list)
     outcome: rules.StepOutcome | None = None
-    slurm: rules.SlurmView = field(default_factory=rules.SlurmView)
+    slurm: warning.SlurmView = field(default_factory=warning.SlurmView)
     warnings: int = 0
     stopped_unaware: bool = False
 
@@ -264,11 +264,11 @@ class Turns:
             effects.stop_program(self.job.job_id, step_pid, int(self.job.cfg["term_grace_s"]))
 
     # ---- after each step, and the end -----------------------------------------------------------
-    def _slurm_view(self) -> tuple[rules.SlurmView, int | None]:
-        """What Slurm is doing to the job (:func:`hpcflow.supervisor.rules.slurm_view`), and
+    def _slurm_view(self) -> tuple[warning.SlurmView, int | None]:
+        """What Slurm is doing to the job (:func:`hpcflow.supervisor.warning.slurm_view`), and
         its end time as it is now."""
         slurm = facts.slurm_job(self.job.job_id)
-        view = rules.slurm_view(slurm.state, slurm.reason, slurm.end_time_s,
+        view = warning.slurm_view(slurm.state, slurm.reason, slurm.end_time_s,
                                 terminated=self.terminated, deadline_s=self.attempt_deadline_s)
         return view, slurm.end_time_s
 

@@ -9,7 +9,9 @@ supervisor"). These rules give the answer; :mod:`hpcflow.supervisor.__main__` ca
 - :func:`stop_timer`: when a program that has not joined is stopped;
 - :func:`at_deadline`: at the deadline less ``preemption.requeue_margin_s``, wait for the
   ranks' checkpoint or stop a program that never joined;
-- :func:`mirror_budget_s`: how long the S3 mirror may drain before the job ends.
+- :func:`mirror_budget_s`: how long the S3 mirror may drain before the job ends;
+- :func:`slurm_view`: after a step, whether Slurm is cancelling the job, ending it at its time
+  limit, or preempting it.
 
 Nothing here reads a file, runs a command or looks at the clock; every rule has a table of
 cases in ``tests/unit/supervisor/test_warning_rules.py``.
@@ -19,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeadlineAction", "TimerPlan", "WarningPlan", "at_deadline", "deadline",
-           "mirror_budget_s", "not_forwarded", "on_warning", "stop_timer"]
+__all__ = ["DeadlineAction", "SlurmView", "TimerPlan", "WarningPlan", "at_deadline", "deadline",
+           "mirror_budget_s", "not_forwarded", "on_warning", "slurm_view", "stop_timer"]
 
 #: ``program.protocol: requeue`` (spec/job_parts.py): never ask the program to checkpoint.
 REQUEUE_ONLY = "requeue"
@@ -165,3 +167,44 @@ def mirror_budget_s(deadline_s: int, now_s: int) -> int:
     before the deadline, never negative. A mirror still running then is killed, and its copy,
     which has no record, is never used (docs/checkpoints.md)."""
     return max(deadline_s - MIRROR_RESERVE_S - now_s, 0)
+
+
+@dataclass(frozen=True)
+class SlurmView:
+    """What Slurm is doing to the job, told after a step (:func:`slurm_view`).
+
+    Attributes:
+        cancelled: a cancel (``scancel``) is ending the job.
+        time_limit: the time limit is ending the job.
+        preempted: Slurm's own preemption: the job still runs, its end time moved to the grace
+            time's end.
+    """
+
+    cancelled: bool = False
+    time_limit: bool = False
+    preempted: bool = False
+
+
+def slurm_view(state: str, reason: str, end_time_s: int | None, *, terminated: bool,
+               deadline_s: int) -> SlurmView:
+    """Tell a cancel, the time limit and Slurm's preemption apart.
+
+    Args:
+        state, reason, end_time_s: ``scontrol show job``'s JobState, Reason and EndTime (Unix s)
+            after the step; ``""``/None when Slurm did not answer.
+        terminated: the supervisor itself got TERM. Slurm sends it to every process of the
+            batch step only when it ends the job: a cancel or the time limit (the job then reads
+            ``COMPLETING``, with ``Reason=TimeLimit`` at the limit; seen with Slurm 22.05), and
+            after a requeue, which the supervisor makes last and does not take. Its own
+            preemption TERMs the steps alone (preempt.html; seen on the local cluster).
+        deadline_s: the attempt's deadline as known at its start (Unix s).
+
+    A preempted job's end time becomes now + GraceTime (preempt.html), so an end time moved
+    before the attempt's deadline while the job still runs is a preemption.
+    """
+    if state == "TIMEOUT" or (terminated and reason == "TimeLimit"):
+        return SlurmView(time_limit=True)
+    if state.startswith("CANCELLED") or terminated:
+        return SlurmView(cancelled=True)
+    return SlurmView(preempted=state == "RUNNING" and end_time_s is not None
+                     and end_time_s < deadline_s - 5)

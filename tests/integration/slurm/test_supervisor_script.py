@@ -193,21 +193,28 @@ def test_a_version_3_batch_script_requeued_after_an_upgrade_ends_with_what_to_do
     assert (end["reason"], end["rc"], end["restart"]) == (P.REASON_VERSION_SKEW, 1, 1)
 
 
-def test_a_warning_that_comes_while_the_supervisor_starts_is_not_lost(harness):
-    """The signal comes before the supervisor's handler is in place (it starts with it
-    ignored): the trap's line in the signals file still makes it a warning."""
+def _start(harness: dict[str, Path], name: str, *, spec_env: dict[str, str] | None = None,
+           session: bool = False, **env: str) -> subprocess.Popen[str]:
+    """Render a one-rank job of ``prog.py`` into ``run/`` and start it with bash, as sbatch
+    would, against the fake srun/scontrol; ``env`` goes to the batch script's environment."""
     script = harness["root"] / "job.sbatch"
     spec = base.JobSpec.model_validate({
-        "name": "early", "time_limit": "00:10:00", "run_dir": str(harness["root"] / "run"),
+        "name": name, "time_limit": "00:10:00", "run_dir": str(harness["root"] / "run"),
         "program": {"argv": [sys.executable, str(harness["root"] / "prog.py")]},
-        "env": {"TEST_MODE": "preempt"}})
+        "env": spec_env or {}})
     script.write_text(base.render_sbatch(spec))
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     environ.update(PATH=f"{harness['shims']}{os.pathsep}{os.environ['PATH']}",
                    SHIM_LOG=str(harness["log"]), SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="n1",
-                   SHIM_LEDGER=str(harness["root"] / "run" / P.STATE_DIR / P.LEDGER_FILE))
-    proc = subprocess.Popen(["bash", str(script)], env=environ, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                   SHIM_LEDGER=str(harness["root"] / "run" / P.STATE_DIR / P.LEDGER_FILE), **env)
+    return subprocess.Popen(["bash", str(script)], env=environ, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=session)
+
+
+def test_a_warning_that_comes_while_the_supervisor_starts_is_not_lost(harness):
+    """The signal comes before the supervisor's handler is in place (it starts with it
+    ignored): the trap's line in the signals file still makes it a warning."""
+    proc = _start(harness, "early", spec_env={"TEST_MODE": "preempt"})
     signals = harness["root"] / "run" / P.STATE_DIR / P.signals_name("4242", 0)
     deadline = time.time() + 10
     while not _supervisor_pids(proc.pid) and time.time() < deadline:
@@ -236,16 +243,7 @@ def test_a_killed_supervisor_still_leaves_an_honest_end(harness):
         "import os, time\n"
         "open(os.path.join(os.environ['SHIM_LOG'], 'ready'), 'w').close()\n"
         "time.sleep(3)\n")
-    script = harness["root"] / "job.sbatch"
-    spec = base.JobSpec.model_validate({
-        "name": "killed", "time_limit": "00:10:00", "run_dir": str(harness["root"] / "run"),
-        "program": {"argv": [sys.executable, str(harness["root"] / "prog.py")]}})
-    script.write_text(base.render_sbatch(spec))
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    environ.update(PATH=f"{harness['shims']}{os.pathsep}{os.environ['PATH']}",
-                   SHIM_LOG=str(harness["log"]), SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="n1")
-    proc = subprocess.Popen(["bash", str(script)], env=environ, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = _start(harness, "killed", session=True)
     deadline = time.time() + 30
     while not (harness["log"] / "ready").exists():
         assert time.time() < deadline and proc.poll() is None, proc.communicate()
@@ -289,18 +287,7 @@ def test_when_slurm_ends_the_job_it_is_never_requeued(harness, reason, ending):
     and reads COMPLETING. A program that checkpoints on TERM has committed; the job still ends,
     with the reason, and no requeue (a requeue would undo the cancel)."""
     (harness["root"] / "prog.py").write_text(SAVES_ON_TERM)
-    script = harness["root"] / "job.sbatch"
-    spec = base.JobSpec.model_validate({
-        "name": "ended", "time_limit": "00:10:00", "run_dir": str(harness["root"] / "run"),
-        "program": {"argv": [sys.executable, str(harness["root"] / "prog.py")]}})
-    script.write_text(base.render_sbatch(spec))
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    environ.update(PATH=f"{harness['shims']}{os.pathsep}{os.environ['PATH']}",
-                   SHIM_LOG=str(harness["log"]), SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="n1",
-                   SHIM_LEDGER=str(harness["root"] / "run" / P.STATE_DIR / P.LEDGER_FILE),
-                   SHIM_JOB_STATE="COMPLETING", SHIM_JOB_REASON=reason)
-    proc = subprocess.Popen(["bash", str(script)], env=environ, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = _start(harness, "ended", SHIM_JOB_STATE="COMPLETING", SHIM_JOB_REASON=reason)
     deadline = time.time() + 30
     while not (harness["log"] / "ready").exists():
         assert time.time() < deadline and proc.poll() is None, proc.communicate()

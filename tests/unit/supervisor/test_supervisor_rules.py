@@ -18,7 +18,6 @@ from hpcflow.supervisor.rules import (
     failures,
     rank_summary,
     requeues_used,
-    slurm_view,
 )
 
 OK = RankExit(0, 1000)
@@ -244,28 +243,3 @@ def test_steps_avoid_nodes_excluded_earlier(hosts, avoid, ignored):
     assert verdict.start and verdict.srun_exclude == avoid and verdict.ignored == ignored
 
 
-
-# ---- what Slurm is doing to the job ------------------------------------------------------------
-DEADLINE = 10_000
-
-
-@pytest.mark.parametrize(("state", "reason", "end", "terminated", "view"), [
-    pytest.param("RUNNING", "None", DEADLINE, False, (False, False, False), id="running"),
-    pytest.param("RUNNING", "None", DEADLINE - 600, False, (False, False, True),
-                 id="end-time-moved-is-slurms-preemption"),
-    pytest.param("RUNNING", "None", DEADLINE - 3, False, (False, False, False),
-                 id="a-few-seconds-is-rounding"),
-    pytest.param("COMPLETING", "None", 1_000, True, (True, False, False),
-                 id="scancel-seen-as-completing-with-term"),
-    pytest.param("COMPLETING", "TimeLimit", 1_000, True, (False, True, False),
-                 id="time-limit"),
-    pytest.param("TIMEOUT", "TimeLimit", 1_000, False, (False, True, False), id="timeout-state"),
-    pytest.param("CANCELLED", "None", 1_000, False, (True, False, False), id="cancelled-state"),
-    pytest.param("", "", None, True, (True, False, False),
-                 id="term-while-slurm-does-not-answer"),
-    pytest.param("", "", None, False, (False, False, False), id="slurm-does-not-answer"),
-])
-def test_slurm_view_tells_a_cancel_the_time_limit_and_a_preemption_apart(
-        state, reason, end, terminated, view):
-    got = slurm_view(state, reason, end, terminated=terminated, deadline_s=DEADLINE)
-    assert (got.cancelled, got.time_limit, got.preempted) == view
