@@ -102,10 +102,12 @@ def test_stopped_rank_is_detected_stacks_dumped_and_the_step_restarted(submit_jo
     job = submit_job(train("hang"))
     # longer, so that it is still training when its rank is stopped after the other job's
     default = submit_job(train("defaults", resilience=None, steps=3 * STEPS))
+    # Each rank is stopped as soon as it is past step 12: waiting for both first let the short
+    # job finish before the later one got there.
     pid = rank_pid_after(job, 1, 12)
-    default_pid = rank_pid_after(default, 1, 12)
     os.kill(pid, signal.SIGSTOP)
     stopped_at = time.time()
+    default_pid = rank_pid_after(default, 1, 12)
     os.kill(default_pid, signal.SIGSTOP)
     default_stopped_at = time.time()
     try:
