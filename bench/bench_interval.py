@@ -30,13 +30,18 @@ other.
    <arm>``) is printed beside it, to tell the model's error apart from costs that differed
    between the warm-up and the arm.
 
-A single job's goodput scatters around the expectation (the number of failures is Poisson);
-the simulation's 5th-95th percentiles say by how much. So each arm is also planned at the
-failure rate it met (its kills over its held node-hours): the count's chance then drops out,
-and what is left is the model's error and the scatter of the work lost per failure.
+A single job's goodput scatters around the expectation (the number of failures is Poisson,
+and where each lands in an interval is chance); the simulation's 5th-95th percentiles say by
+how much. So each arm is also planned at the failure rate it met (its kills over its held
+node-hours), which takes the count's chance out; and the model is replayed at the very kill
+times the arm met (``hpcflow.plan.simulate.replay``, the arm's own costs and step time), which
+takes out where they landed too: the replay against the measured goodput is the model's own
+error, the replay against the plan from the arm's own costs is the draw's. With ``--seeds``
+each arm runs once per seed (one warm-up), each seed its own kill times, and the goal is
+judged on the means over the seeds.
 
 Usage: python bench/bench_interval.py [--small] [--mtbf-s 60] [--steps 1500]
-       [--step-time-s 0.2] [--short 1] [--long 150] [--warmup-steps 150] [--seed 0]
+       [--step-time-s 0.2] [--short 1] [--long 150] [--warmup-steps 150] [--seeds 0 [1 ...]]
        [--timeout-s 3600] [--json FILE]
        python bench/bench_interval.py --replan FILE   # again from the jobs FILE recorded
 """
@@ -48,10 +53,12 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +69,8 @@ from machine import header, verdict
 from hpcflow.jobs import records, service
 from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster.processes import rank_pid
+from hpcflow.plan.goodput import GoodputInputs
+from hpcflow.plan.simulate import replay
 
 TRAIN = "hpcflow.examples.train"
 NODES = 2
@@ -183,7 +192,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--short", type=int, default=1, help="the short fixed interval, in steps")
     p.add_argument("--long", type=int, default=150, help="the long fixed interval, in steps")
     p.add_argument("--warmup-steps", type=int, default=150)
-    p.add_argument("--seed", type=int, default=0, help="seed of the failure times")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0],
+                   help="seeds of the failure times: each arm runs once per seed")
     p.add_argument("--timeout-s", type=float, default=3600.0, help="per job")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     p.add_argument("--replan", type=Path, default=None, metavar="FILE",
@@ -209,15 +219,19 @@ def main(argv: list[str] | None = None) -> int:
                                    step_time_s=args.step_time_s,
                                    checkpoint={"interval_steps": 10}, kills=1),
                    [args.warmup_steps * args.step_time_s / 2], args.timeout_s)
-    # Kills over three times the failure-free length: enough for the slowest arm.
-    kills_at = schedule(args.seed, args.mtbf_s, 3 * args.steps * warm["step_s"] + 600)
-    results: dict[str, Any] = {}
-    for name, ckpt in arms(args, rate).items():
-        results[name] = run_job(
-            name, spec(root / name, steps=args.steps, step_time_s=args.step_time_s,
-                       checkpoint=ckpt, kills=len(kills_at)), kills_at, args.timeout_s)
+    rounds = []
+    for seed in args.seeds:
+        # Kills over three times the failure-free length: enough for the slowest arm.
+        kills_at = schedule(seed, args.mtbf_s, 3 * args.steps * warm["step_s"] + 600)
+        results: dict[str, Any] = {}
+        for name, ckpt in arms(args, rate).items():
+            results[name] = run_job(
+                f"{name} (seed {seed})",
+                spec(root / f"{name}-{seed}", steps=args.steps, step_time_s=args.step_time_s,
+                     checkpoint=ckpt, kills=len(kills_at)), kills_at, args.timeout_s)
+        rounds.append({"seed": seed, "arms": results})
     record = {"args": {k: v for k, v in vars(args).items() if k not in ("json", "replan")},
-              "rate": rate, "warmup": warm, "arms": results}
+              "rate": rate, "warmup": warm, "rounds": rounds}
     analyse(record, args)
     if args.json is not None:
         args.json.write_text(json.dumps(record, indent=2))
@@ -231,25 +245,42 @@ def arms(args: argparse.Namespace, rate: float) -> dict[str, dict[str, Any]]:
 
 
 def analyse(record: dict[str, Any], args: argparse.Namespace) -> None:
-    """Each arm's interval in training seconds and its plans (from the warm-up's costs and from
-    its own), then the table."""
-    warm, rate, results = record["warmup"], record["rate"], record["arms"]
-    for name, ckpt in arms(args, rate).items():
-        got = results[name]
-        interval_s = (got["chosen_interval_s"][-1] if name == "auto" and got["chosen_interval_s"]
-                      else ckpt.get("interval_steps", 0) * warm["step_s"])
-        got["interval_s"] = interval_s
-        got["plan"] = plan(warm["job_id"], rate, interval_s, got["held_s"] / 3600.0)
-        # The same model with this arm's own measured costs: tells the model's error apart
-        # from costs that differ between the warm-up and the arm.
-        got["plan_own_costs"] = plan(got["job_id"], rate, interval_s, got["held_s"] / 3600.0)
-        # And at the failures this arm met (its kills over its held time): a Poisson count
-        # scatters by its square root, so one job's count is not the rate; this tells the
-        # model's error apart from that chance.
-        got["realized_rate"] = realized_rate(got["kills"], got["held_s"])
-        got["plan_realized_rate"] = plan(warm["job_id"], got["realized_rate"], interval_s,
-                                         got["held_s"] / 3600.0)
-    print_table(results, warm, rate, warm["step_s"], args)
+    """Each arm's interval in training seconds, its plans (from the warm-up's costs and from its
+    own) and its replay, then a table per seed and the means over the seeds."""
+    warm, rate = record["warmup"], record["rate"]
+    for round_ in record["rounds"]:
+        for name, ckpt in arms(args, rate).items():
+            plan_arm(round_["arms"][name], ckpt, name, warm, rate)
+        print_table(round_["arms"], warm, rate, round_["seed"], args)
+    print_means(record["rounds"])
+
+
+def plan_arm(got: dict[str, Any], ckpt: dict[str, Any], name: str, warm: dict[str, Any],
+             rate: float) -> None:
+    """Add the plans and the replay of one arm's job to ``got``."""
+    interval_s = (got["chosen_interval_s"][-1] if name == "auto" and got["chosen_interval_s"]
+                  else ckpt.get("interval_steps", 0) * warm["step_s"])
+    got["interval_s"] = interval_s
+    hours = got["held_s"] / 3600.0
+    got["plan"] = plan(warm["job_id"], rate, interval_s, hours)
+    # The same model with this arm's own measured costs: tells the model's error apart from
+    # costs that differ between the warm-up and the arm.
+    got["plan_own_costs"] = plan(got["job_id"], rate, interval_s, hours)
+    # At the failures this arm met (its kills over its held time): a Poisson count scatters
+    # by its square root, so one job's count is not the rate.
+    got["realized_rate"] = realized_rate(got["kills"], got["held_s"])
+    got["plan_realized_rate"] = plan(warm["job_id"], got["realized_rate"], interval_s, hours)
+    # At the very kill times it met, with its own costs and step time: the model without the
+    # draw. Where a kill lands against the saves decides what it loses, so a few per cent of
+    # step time moves a kill near a save across it: only the arm's own figures will do.
+    # Kill times count from the arm's first step, which the model places after one start-up.
+    inputs = got["plan_own_costs"]["inputs"]
+    names = {f.name for f in fields(GoodputInputs)}
+    model = GoodputInputs(**{k: v for k, v in inputs.items() if k in names})
+    own_interval_s = (interval_s if name == "auto"
+                      else ckpt.get("interval_steps", 0) * got["step_s"])
+    got["replay"] = replay(model, own_interval_s,
+                           [model.startup_s + t for t in got["kill_times_s"]])
 
 
 def realized_rate(kills: int, held_s: float) -> float:
@@ -261,12 +292,18 @@ def realized_rate(kills: int, held_s: float) -> float:
 
 def replan(path: Path) -> int:
     """``--replan FILE``: the figures and plans again from the jobs a ``--json`` run recorded
-    (their ledgers and logs must still be there), without running them again."""
+    (their ledgers and logs must still be there), without running them again. A file of one
+    seed from before ``--seeds`` is read as one round."""
     record = json.loads(path.read_text())
+    if "arms" in record:
+        record["rounds"] = [{"seed": record["args"].pop("seed", 0),
+                             "arms": record.pop("arms")}]
+        record["args"]["seeds"] = [record["rounds"][0]["seed"]]
     args = argparse.Namespace(**record["args"])
     record["warmup"] = job_figures(record["warmup"]["job_id"], record["warmup"]["kill_times_s"])
-    for name, got in record["arms"].items():
-        record["arms"][name] = job_figures(got["job_id"], got["kill_times_s"])
+    for round_ in record["rounds"]:
+        for name, got in round_["arms"].items():
+            round_["arms"][name] = job_figures(got["job_id"], got["kill_times_s"])
     analyse(record, args)
     return 0
 
@@ -278,14 +315,14 @@ def _chosen(steps: list[int]) -> str:
     return f"auto {steps[0]} .. {steps[-1]} ({len(steps)})"
 
 
-def print_table(results: dict[str, Any], warm: dict[str, Any], rate: float, step_s: float,
+def print_table(results: dict[str, Any], warm: dict[str, Any], rate: float, seed: int,
                 args: argparse.Namespace) -> None:
-    """Predicted against measured, one column per arm, then the goals."""
+    """Predicted against measured for one seed, one column per arm, then the goals."""
     costs = next(iter(results.values()))["plan"]["inputs"]
-    print(f"\nwarm-up job {warm['job_id']}: mean step {step_s:.3f} s; measured save "
+    print(f"\nwarm-up job {warm['job_id']}: mean step {warm['step_s']:.3f} s; measured save "
           f"{costs['save_s']:.3f} s, restart {costs['restart_s']:.1f} s, start-up "
           f"{costs['startup_s']:.1f} s; failures injected: mean gap {args.mtbf_s:g} s "
-          f"({rate:.1f} per node-hour on {NODES} nodes), seed {args.seed}")
+          f"({rate:.1f} per node-hour on {NODES} nodes), seed {seed}")
     names = list(results)
 
     def row(label: str, values: list[Any]) -> None:
@@ -321,6 +358,14 @@ def print_table(results: dict[str, Any], warm: dict[str, Any], rate: float, step
     row("plan at the failures met", [f"{met[n]:.3f}" for n in names])
     row("|plan at the failures met - measured|", [f"{abs(met[n] - measured[n]):.3f}"
                                                   for n in names])
+    rep = {n: results[n]["replay"] for n in names}
+    row("replay at the kills met, own costs", [f"{rep[n]['goodput']:.3f}" for n in names])
+    row("replay: lost s / restarts s", [
+        f"{rep[n]['lost_work']:.1f} / {rep[n]['restarts']:.1f}" for n in names])
+    row("|replay - measured| (the model's)", [f"{abs(rep[n]['goodput'] - measured[n]):.3f}"
+                                              for n in names])
+    row("|own-cost plan - replay| (the draw's)", [
+        f"{abs(own[n] - rep[n]['goodput']):.3f}" for n in names])
     best_fixed = max(measured["short"], measured["long"])
     print(f"\nauto - better fixed arm: {measured['auto'] - best_fixed:+.3f} "
           f"({verdict(measured['auto'] - best_fixed, -GOAL_AUTO_MARGIN, at_least=True)})")
@@ -330,6 +375,32 @@ def print_table(results: dict[str, Any], warm: dict[str, Any], rate: float, step
         print(f"prediction error, {n}: {err:.3f} at the injected rate "
               f"({verdict(err, GOAL_PREDICTION, at_least=False)}); {err_met:.3f} at the "
               f"failures the arm met ({verdict(err_met, GOAL_PREDICTION, at_least=False)})")
+
+
+def print_means(rounds: list[dict[str, Any]]) -> None:
+    """Over the seeds, per arm: the mean measured goodput, the mean plan (at the injected rate,
+    at the failures met) and replay, and the goal on the means."""
+    names = list(rounds[0]["arms"])
+
+    def mean(name: str, pick) -> float:
+        return statistics.fmean(pick(r["arms"][name]) for r in rounds)
+
+    print(f"\nmeans over {len(rounds)} seed(s) ({', '.join(str(r['seed']) for r in rounds)}):")
+    for n in names:
+        measured = mean(n, lambda a: a["goodput"])
+        planned = mean(n, lambda a: a["plan"]["simulation"]["goodput"])
+        met = mean(n, lambda a: a["plan_realized_rate"]["simulation"]["goodput"])
+        replayed = mean(n, lambda a: a["replay"]["goodput"])
+        err = abs(planned - measured)
+        print(f"  {n}: measured {measured:.3f}; plan {planned:.3f} (error {err:.3f}, "
+              f"{verdict(err, GOAL_PREDICTION, at_least=False)}); plan at the failures met "
+              f"{met:.3f} (error {abs(met - measured):.3f}); replay {replayed:.3f} "
+              f"(error {abs(replayed - measured):.3f})")
+    auto = statistics.fmean(r["arms"]["auto"]["goodput"] for r in rounds)
+    best = max(statistics.fmean(r["arms"][n]["goodput"] for r in rounds)
+               for n in ("short", "long"))
+    print(f"  auto - better fixed arm, means: {auto - best:+.3f} "
+          f"({verdict(auto - best, -GOAL_AUTO_MARGIN, at_least=True)})")
 
 
 if __name__ == "__main__":

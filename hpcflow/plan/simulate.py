@@ -6,6 +6,7 @@ start-up, the detection wait and a restart (each then starts over), and the job 
 wall time: the work of an unfinished segment counts as useful, because hpcflow saves it on the
 deadline warning (docs/protocol.md). The closed form leaves both effects out, so the two agree
 when restarts and start-up are short against the MTBF and the job lasts many segments.
+:func:`replay` runs the same model at given failure times instead of drawn ones.
 
 Cost: one pass per failure and per segment; 200 runs of a 720-hour job with a 2-hour MTBF and
 a 30-minute interval take about 0.1 s.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +67,10 @@ def simulate(inputs: GoodputInputs, interval_s: float, *, runs: int = 200,
         raise ValueError(f"runs={runs} must be at least 1")
     rng = random.Random(seed)
     rate = inputs.failures_per_node_hour * inputs.nodes / 3600.0
-    results = [_one_job(rng, inputs, interval_s, rate) for _ in range(runs)]
+    def next_failure(t: float) -> float:
+        return t + rng.expovariate(rate) if rate > 0 else math.inf
+
+    results = [_one_job(next_failure, inputs, interval_s) for _ in range(runs)]
     wall = inputs.hours * 3600.0
     goodputs = sorted(r[0]["useful"] / wall for r in results)
     gpus = inputs.nodes * inputs.gpus_per_node
@@ -77,17 +82,45 @@ def simulate(inputs: GoodputInputs, interval_s: float, *, runs: int = 200,
                       statistics.fmean(r[1] for r in results))
 
 
-def _one_job(rng: random.Random, inputs: GoodputInputs, interval_s: float,
-             rate: float) -> tuple[dict[str, float], int]:
-    """Seconds per category of one simulated job, and its failure count."""
+def replay(inputs: GoodputInputs, interval_s: float,
+           failure_times_s: list[float]) -> dict[str, float]:
+    """One job of the same model, its failures at ``failure_times_s`` (seconds from the job's
+    start; sorted or not) instead of drawn: what the model says a job that met exactly those
+    failures spends. Against a measured job it checks the model's mechanics (work since the
+    last save lost, restart and start-up costs) apart from the chance of where failures land.
+
+    Returns:
+        Seconds per category (:data:`~hpcflow.plan.goodput.CATEGORIES`), ``failures`` (those
+        that struck before the end) and ``goodput`` (useful over ``inputs.hours``).
+
+    Raises:
+        ValueError: an invalid input, ``interval_s`` not above 0, or a failure time that is not
+            a finite number of seconds at least 0.
+    """
+    if problems := inputs.problems():
+        raise ValueError("; ".join(problems))
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise ValueError(f"interval_s={interval_s!r} must be a number of seconds above 0")
+    bad = [x for x in failure_times_s if not (math.isfinite(x) and x >= 0)]
+    if bad:
+        raise ValueError(f"failure_times_s: {bad[0]!r} is not allowed; give seconds >= 0")
+    times = sorted(failure_times_s)
+
+    def next_failure(t: float) -> float:
+        return next((x for x in times if x > t), math.inf)
+
+    acc, failures = _one_job(next_failure, inputs, interval_s)
+    return {**acc, "failures": float(failures), "goodput": acc["useful"] / (inputs.hours * 3600)}
+
+
+def _one_job(next_failure: Callable[[float], float], inputs: GoodputInputs,
+             interval_s: float) -> tuple[dict[str, float], int]:
+    """Seconds per category of one job, and its failure count; ``next_failure(t)`` gives the
+    time of the first failure after ``t`` (``math.inf``: none)."""
     wall = inputs.hours * 3600.0
     acc = dict.fromkeys(CATEGORIES, 0.0)
     t, failures = 0.0, 0
-
-    def next_failure() -> float:
-        return t + rng.expovariate(rate) if rate > 0 else math.inf
-
-    fail = next_failure()
+    fail = next_failure(t)
 
     def run(kind: str, duration: float) -> str:
         """Spend up to ``duration`` in ``kind``: ``done``, ``failed`` or ``end``."""
@@ -107,7 +140,7 @@ def _one_job(rng: random.Random, inputs: GoodputInputs, interval_s: float,
             if outcome != "failed":
                 return outcome
             failures += 1
-            fail = next_failure()
+            fail = next_failure(t)
             if run("lost_work", inputs.detection_s) == "end":
                 return "end"
             kind, duration = "restarts", inputs.restart_s
@@ -127,7 +160,7 @@ def _one_job(rng: random.Random, inputs: GoodputInputs, interval_s: float,
             acc["useful"] -= work
             acc["checkpointing"] -= t - start_t - work
             acc["lost_work"] += t - start_t
-            fail = next_failure()
+            fail = next_failure(t)
             if run("lost_work", inputs.detection_s) == "end" or \
                     recover("restarts", inputs.restart_s) == "end":
                 return acc, failures
