@@ -52,7 +52,6 @@ import json
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 

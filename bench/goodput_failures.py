@@ -188,7 +188,7 @@ def restart_parts(result: dict[str, Any]) -> list[dict[str, float]]:
     ``launch``, ``imports``, ``join`` (what the floor pays too) and ``build``, ``restore``
     (the program's): from the restarted rank 0's ``hpcflow-startup`` record."""
     parts = []
-    for restart, rec in zip(result["restart_s"], result["startups"][1:]):
+    for restart, rec in zip(result["restart_s"], result["startups"][1:], strict=False):
         phases = {k[:-2]: rec.get(k) or 0.0 for k in ("launch_s", "imports_s", "join_s",
                                                       "build_s", "restore_s")}
         parts.append({"stop": restart - sum(phases.values()), **phases})

@@ -261,8 +261,8 @@ def joined_name(job_id: str, restart: int) -> str:
 def notice_name(job_id: str) -> str:
     """File name of a preemption notice (``notice-<job>``): the Unix time, in whole seconds, by
     which the job must be off its nodes. A spot-interruption watcher or ``rehearse`` writes it
-    before it sends USR1; the supervisor reads and removes it at the warning. Without one the deadline is the time
-    limit."""
+    before it sends USR1; the supervisor reads and removes it at the warning. Without one the
+    deadline is the time limit."""
     return f"notice-{job_id}"
 
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import re
 
-from hpcflow.doctor.probe import Probe
 from hpcflow.check_result import CheckResult, fail, ok, warn
+from hpcflow.doctor.probe import Probe
 from hpcflow.nccl.checks import check_plugin_path, check_socket_ifname, loader_conf_dirs
 from hpcflow.nccl.presets import Versions, contradicting_settings, node_facts, preset_env
 

@@ -98,12 +98,12 @@ def rank_detail(step_end: Mapping[str, Any] | None, *, killed: bool = False) -> 
 
 def warning_source(spot: Mapping[str, Any] | None, signal: Mapping[str, Any] | None) -> str:
     """Where an attempt's warning came from, told by the ledger alone (never by the time it
-    came): a ``spot_notice`` event (``hpcflow spot-watch`` records it right after it signals
-    the node's jobs) -> ``spot notice (terminate on n1)``; else the supervisor's ``signal`` event -> the signal
-    without a spot notice: Slurm's time-limit warning (``--signal``). A signal sent by hand
-    (``scancel --signal``) reaches the batch shell the same way, from slurmstepd (scancel(1)),
-    and a bash trap is not told the sender, so it reads the same. ``""`` when neither is in the
-    ledger."""
+    came): a ``spot_notice`` event (``hpcflow spot-watch`` records it right after it signals the
+    node's jobs) -> ``spot notice (terminate on n1)``; else the supervisor's ``signal`` event ->
+    the signal without a spot notice: Slurm's time-limit warning (``--signal``). A signal sent
+    by hand (``scancel --signal``) reaches the batch shell the same way, from slurmstepd
+    (scancel(1)), and a bash trap is not told the sender, so it reads the same. ``""`` when
+    neither is in the ledger."""
     if spot:
         return f"spot notice ({spot.get('action', '?')} on {spot.get('node', '?')})"
     if signal and signal.get("source") == P.SOURCE_SLURM_PREEMPT:

@@ -20,8 +20,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcflow.command import evidence, run_command
 from hpcflow.check_result import CheckResult, fail, ok, warn
+from hpcflow.command import evidence, run_command
 from hpcflow.errors import SpecError, SubmitError
 from hpcflow.nccl.checks import check_nccl_debug_output
 from hpcflow.nccl.nccltests import NcclTestsResult, parse_nccl_tests

@@ -2,10 +2,11 @@
 preemption"): a job of the ``urgent`` partition takes the nodes of a ``preemptible`` job
 (``PreemptType=preempt/partition_prio``, ``PreemptMode=REQUEUE``, ``GraceTime=30``). Without the
 user-signal option, Slurm TERMs the job's steps and moves its end time; nothing reaches the
-batch shell; with it (the last test), the batch shell gets USR1 too. A program on hpcflow's runtime checkpoints inside the grace time, a script that
-saves on TERM and exits 0 saves; either way the job is requeued once, resumes, and its ending
-says ``preempted_slurm``. The first case goes through ``hpcflow local-cluster rehearse --by
-slurm`` (which moves the job from the spec's ``debug`` to the ``preemptible`` partition)."""
+batch shell; with it (the last test), the batch shell gets USR1 too. A program on hpcflow's
+runtime checkpoints inside the grace time, a script that saves on TERM and exits 0 saves; either
+way the job is requeued once, resumes, and its ending says ``preempted_slurm``. The first case
+goes through ``hpcflow local-cluster rehearse --by slurm`` (which moves the job from the spec's
+``debug`` to the ``preemptible`` partition)."""
 
 from __future__ import annotations
 

@@ -45,7 +45,8 @@ SCONTROL = """\
 #!/usr/bin/env bash
 printf '%s\\n' "$*" >>"$SHIM_LOG/scontrol.calls"
 if [[ $1 == show && $2 == job && -n ${SHIM_JOB_STATE:-} ]]; then
-  echo "JobId=4242 JobName=x JobState=$SHIM_JOB_STATE Reason=${SHIM_JOB_REASON:-None} EndTime=2026-01-01T00:00:00"
+  echo "JobId=4242 JobName=x JobState=$SHIM_JOB_STATE Reason=${SHIM_JOB_REASON:-None}" \\
+    "EndTime=2026-01-01T00:00:00"
   exit 0
 fi
 if [[ $1 == show && $2 == job && -n ${SHIM_GRACE_S:-} ]]; then

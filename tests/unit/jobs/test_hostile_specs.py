@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_script import step_command
 import yaml
+from batch_script import step_command
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 

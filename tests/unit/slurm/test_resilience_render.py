@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,9 @@ import pytest
 from batch_script import supervisor_config
 
 from hpcflow.slurm.render import render_sbatch
+from hpcflow.spec.job import JobSpec
 from hpcflow.supervisor.attempt import try_env, watchdog_argv
 from hpcflow.supervisor.facts import Paths
-from hpcflow.spec.job import JobSpec
 
 PYTHON = "/opt/my venv/bin/python"
 
