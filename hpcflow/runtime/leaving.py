@@ -83,12 +83,22 @@ def teardown(env: DistEnv, ckpt: Any, heartbeat: Heartbeat | None, *, together: 
 
 
 def leave_block(run_dir: Path | None, env: DistEnv, ckpt: Any, *, step: int, done: bool,
-                exc: BaseException | None) -> None:
+                exc: BaseException | None, terminated: bool = False) -> None:
     """What leaving the ``with Run...`` block does before the teardown: record this rank's exit,
     then end the process at once after the done record (every rank together, status 0) or
     after a committed preemption (status 75), or record the exception a rank raised.
 
-    Only returns when the teardown is still to do (no done record, no preemption)."""
+    An exception after TERM (``terminated``) also ends the process at once, with the status the
+    exception gives, once the exit and the error are recorded: Slurm is ending the step (it
+    TERMs every task when one of them fails under ``--kill-on-bad-exit``, at ``scancel``, and
+    at the start of its own preemption's ``GraceTime``, where a rank that could still save
+    leaves through :class:`Preempted` instead; srun(1), slurm.conf(5) ``KillWait``), the
+    exception is most often a collective that found a peer gone, and nothing is left to save.
+    The teardown and the interpreter's exit with torch loaded would only hold the step's end,
+    and with it an in-job restart, for most of a second (measured in bench/README.md).
+
+    Only returns when the teardown is still to do (no done record, no preemption, no exception
+    after TERM)."""
     from hpcflow.runtime.exits import exit_status_of, leave_done, record_exit
 
     status, reason = (0, "done") if exc is None and done else exit_status_of(exc)
@@ -103,6 +113,21 @@ def leave_block(run_dir: Path | None, env: DistEnv, ckpt: Any, *, step: int, don
         os._exit(EXIT_PREEMPTED)
     if exc is not None and not isinstance(exc, SystemExit):
         record_error(os.environ, env.rank, step, exc)
+        if terminated:
+            _print_exception(exc)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+
+
+def _print_exception(exc: BaseException) -> None:
+    """The traceback the interpreter would print on its way out, which ``os._exit`` skips."""
+    import traceback
+
+    try:
+        traceback.print_exception(exc, file=sys.stderr)
+    except Exception:  # noqa: BLE001 - the rank is leaving whatever the log says
+        pass
 
 
 def leave_preempted(env: DistEnv, committed: Path | None, step: int) -> NoReturn:

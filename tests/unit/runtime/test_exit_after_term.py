@@ -1,0 +1,56 @@
+"""An exception in the ``with Run`` block after TERM (Slurm ending the step: a failed peer under
+``--kill-on-bad-exit``, ``scancel``) ends the process at once once the rank's exit and error are
+recorded; without TERM the interpreter leaves as usual (``atexit`` handlers run)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from hpcflow import protocol as P
+
+PROGRAM = """
+import atexit, os, signal, sys, time
+import torch
+from hpcflow.runtime import Run
+
+atexit.register(lambda: open(sys.argv[2], "w").close())
+with Run.from_env() as run:
+    state = {"model": torch.nn.Linear(2, 1)}
+    run.restore(state)
+    if sys.argv[1] == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+    raise RuntimeError("Connection closed by peer [127.0.0.1]:29500")
+"""
+
+
+def run_one_rank(tmp_path, mode: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
+    env.update({
+        "SLURM_JOB_ID": "84", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0",
+        "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost",
+        "SLURM_RESTART_COUNT": "0",
+        P.ENV_RUN_DIR: str(tmp_path), P.ENV_CHECKPOINT_DIR: str(tmp_path / "checkpoints"),
+        "OMP_NUM_THREADS": "1",
+    })
+    return subprocess.run([sys.executable, "-c", PROGRAM, mode, str(tmp_path / "atexit-ran")],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("mode, teardown", [("term", False), ("no-term", True)])
+def test_an_exception_after_term_leaves_at_once_with_its_record_and_traceback(tmp_path, mode,
+                                                                              teardown):
+    out = run_one_rank(tmp_path, mode)
+    assert out.returncode == 1, out.stderr
+    assert out.returncode != -signal.SIGTERM
+    assert "RuntimeError: Connection closed by peer" in out.stderr  # the traceback, either way
+    assert "Traceback (most recent call last)" in out.stderr
+    record = P.state_dir(tmp_path) / P.exits_name("84", 0) / "0"
+    status, _, reason = P.parse_rank_exit(record.read_text())
+    assert status == 1 and reason.startswith("RuntimeError: Connection closed by peer")
+    assert (tmp_path / "atexit-ran").exists() is teardown, out.stderr
