@@ -152,6 +152,8 @@ def spec_error(exc: ValidationError, source: str) -> SpecError:
         msg = err.get("msg", "invalid")
         if err.get("type") == "extra_forbidden":
             msg = "unknown field (check the spelling; see the docs for the allowed fields)"
+        elif err.get("type") == "model_type":  # pydantic names the class ("... of ProgramSpec")
+            msg = "should be a block of fields (a YAML mapping such as `key: value` lines)"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         if "input" in err and err.get("type") != "missing":

@@ -223,6 +223,10 @@ def test_every_field_has_a_description() -> None:
         pytest.param({"nodse": 2}, "nodse", "unknown field", id="unknown-key"),
         pytest.param({"preemption": {"lead": 1}}, "preemption.lead", "unknown field",
                      id="unknown-nested-key"),
+        pytest.param({"checkpoint": 5}, "checkpoint: 5", "should be a block of fields",
+                     id="block-not-a-mapping"),
+        pytest.param({"program": "train.py"}, "program: 'train.py'",
+                     "should be a block of fields", id="program-not-a-mapping"),
     ],
 )
 def test_bad_value_names_path_value_and_allowed(
@@ -232,6 +236,7 @@ def test_bad_value_names_path_value_and_allowed(
     mine = [line for line in lines if line.startswith(f"job.yaml: {path}")]
     assert mine, f"no problem for {path} in {lines}"
     assert allowed in mine[0], mine[0]
+    assert "Spec" not in mine[0], mine[0]  # never an internal class name
     assert len(lines) == 1, lines
 
 
