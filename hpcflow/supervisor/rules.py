@@ -307,7 +307,9 @@ def _first_failure(exits: Sequence[RankExit | None]) -> tuple[int, RankExit] | N
 def rank_summary(facts: StepFacts) -> tuple[dict[str, Any], str]:
     """The ``step_end`` members that describe the ranks (``ranks_exited``, ``ranks_missing``,
     ``missing`` (at most 16 ranks), ``first_failure``) and the log's words for the first failure
-    (``""`` when none)."""
+    (``""`` when none), which name the ranks that left no record first: a rank killed by a
+    signal (``kill -9``, the OOM killer) records nothing and no time, and the others' errors
+    (a closed connection) may follow from it."""
     missing = [r for r, e in enumerate(facts.exits) if e is None]
     first = _first_failure(facts.exits)
     fields: dict[str, Any] = {
@@ -316,9 +318,14 @@ def rank_summary(facts: StepFacts) -> tuple[dict[str, Any], str]:
         "first_failure": None if first is None else {
             "rank": first[0], "rc": first[1].rc, "reason": first[1].reason},
     }
-    words = "" if first is None else (
-        f"rank {first[0]} exited with status {first[1].rc}: {first[1].reason}")
-    return fields, words
+    if first is None:
+        return fields, ""
+    words = f"rank {first[0]} exited with status {first[1].rc}: {first[1].reason}"
+    if missing:  # a kill leaves no record and no time: it may have come first (kill -9)
+        shown = ",".join(map(str, missing[:16])) + ("..." if len(missing) > 16 else "")
+        return fields, (f"rank(s) {shown} left no exit record (killed by a signal); of the "
+                        f"ranks that recorded one, the first failure: {words}")
+    return fields, f"first failure: {words}"
 
 
 @dataclass(frozen=True)

@@ -300,7 +300,7 @@ class Turns:
         if job.limits.resilience:
             fields["node"] = rules.blame_node(step)
         job.event(P.EVENT_STEP_END, rc=step.rc, **fields)
-        log(f"the step ended with status {step.rc}" + (f"; first failure: {first}" if first else ""))
+        log(f"the step ended with status {step.rc}" + (f"; {first}" if first else ""))
         outcome = rules.after_failed_step(
             step, job.history(), job.limits, try_=self.try_, prev_error=state.prev_error,
             hosts=job.hosts(), excluded=state.excluded,

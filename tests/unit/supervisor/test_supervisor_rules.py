@@ -222,7 +222,11 @@ def test_the_rank_summary_names_the_earliest_failure():
     fields, words = rank_summary(step)
     assert fields["first_failure"] == {"rank": 1, "rc": 2, "reason": "early"}
     assert (fields["ranks_exited"], fields["ranks_missing"], fields["missing"]) == (2, 1, [2])
-    assert words == "rank 1 exited with status 2: early"
+    assert words == ("rank(s) 2 left no exit record (killed by a signal); of the ranks that "
+                     "recorded one, the first failure: rank 1 exited with status 2: early")
+    _, words = rank_summary(facts(rc=1, exits=(RankExit(1, 900, "late"), RankExit(2, 100, "x"))))
+    assert words == "first failure: rank 1 exited with status 2: x"
+    assert rank_summary(facts(rc=0, exits=(None, None)))[1] == ""  # a program that never joined
 
 
 # ---- attempt start -------------------------------------------------------------------------
