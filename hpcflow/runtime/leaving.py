@@ -95,7 +95,9 @@ def leave_block(run_dir: Path | None, env: DistEnv, ckpt: Any, *, step: int, don
     leaves through :class:`Preempted` instead; srun(1), slurm.conf(5) ``KillWait``), the
     exception is most often a collective that found a peer gone, and nothing is left to save.
     The teardown and the interpreter's exit with torch loaded would only hold the step's end,
-    and with it an in-job restart, for most of a second (measured in bench/README.md).
+    and with it an in-job restart, for most of a second (measured in bench/README.md). Not
+    under ``HPCFLOW_EXIT_AFTER_DONE=0`` (``hpcflow.launch``): submitit's own handler must still
+    pickle the exception for the caller.
 
     Only returns when the teardown is still to do (no done record, no preemption, no exception
     after TERM)."""
@@ -113,7 +115,7 @@ def leave_block(run_dir: Path | None, env: DistEnv, ckpt: Any, *, step: int, don
         os._exit(EXIT_PREEMPTED)
     if exc is not None and not isinstance(exc, SystemExit):
         record_error(os.environ, env.rank, step, exc)
-        if terminated:
+        if terminated and os.environ.get(ENV_EXIT_AFTER_DONE) != "0":
             _print_exception(exc)
             sys.stdout.flush()
             sys.stderr.flush()

@@ -1,6 +1,7 @@
 """An exception in the ``with Run`` block after TERM (Slurm ending the step: a failed peer under
 ``--kill-on-bad-exit``, ``scancel``) ends the process at once once the rank's exit and error are
-recorded; without TERM the interpreter leaves as usual (``atexit`` handlers run)."""
+recorded; without TERM, or under ``hpcflow.launch``, the interpreter leaves as usual (``atexit``
+handlers run)."""
 
 from __future__ import annotations
 
@@ -29,23 +30,28 @@ with Run.from_env() as run:
 """
 
 
-def run_one_rank(tmp_path, mode: str) -> subprocess.CompletedProcess[str]:
+def run_one_rank(tmp_path, mode: str, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
     env.update({
         "SLURM_JOB_ID": "84", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0",
         "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost",
         "SLURM_RESTART_COUNT": "0",
         P.ENV_RUN_DIR: str(tmp_path), P.ENV_CHECKPOINT_DIR: str(tmp_path / "checkpoints"),
-        "OMP_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1", **extra,
     })
     return subprocess.run([sys.executable, "-c", PROGRAM, mode, str(tmp_path / "atexit-ran")],
                           env=env, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("mode, teardown", [("term", False), ("no-term", True)])
-def test_an_exception_after_term_leaves_at_once_with_its_record_and_traceback(tmp_path, mode,
-                                                                              teardown):
-    out = run_one_rank(tmp_path, mode)
+@pytest.mark.parametrize("mode, extra, teardown", [
+    pytest.param("term", {}, False, id="after-term"),
+    pytest.param("no-term", {}, True, id="without-term"),
+    # hpcflow.launch: submitit's handler, after the block, pickles the exception for the caller
+    pytest.param("term", {P.ENV_EXIT_AFTER_DONE: "0"}, True, id="launch-keeps-the-process"),
+])
+def test_an_exception_after_term_leaves_at_once_with_its_record_and_traceback(
+        tmp_path, mode, extra, teardown):
+    out = run_one_rank(tmp_path, mode, extra)
     assert out.returncode == 1, out.stderr
     assert out.returncode != -signal.SIGTERM
     assert "RuntimeError: Connection closed by peer" in out.stderr  # the traceback, either way
