@@ -77,8 +77,9 @@ class ResilienceSpec(SpecModel):
     max_in_job_restarts: StrictInt = Field(
         default=2, ge=0, le=MAX_RESTARTS,
         description=(
-            "New steps in the same allocation after a failed one (a rank died, a hang), while a "
-            "committed checkpoint exists."
+            "New steps in the same allocation after a failed one (a rank died, a hang): from the "
+            "latest committed checkpoint, or from the start when none is committed yet and the "
+            "ranks had joined the protocol."
         ),
     )
     max_failures: StrictInt = Field(

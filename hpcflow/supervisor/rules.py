@@ -112,8 +112,10 @@ def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try
 
     ``history`` already counts this step's ``step_end`` (and its blamed node). Order of the
     rules: nothing to restart (success, done, a warning); the same exception twice; node
-    exclusion (and its budget); the in-job bound; a committed checkpoint to restart from; the
-    failure budget.
+    exclusion (and its budget); the in-job bound; a committed checkpoint to restart from, or
+    ranks that joined the protocol (their program restores nothing and starts again from step 0:
+    a rank lost before the first checkpoint costs the steps run so far, not the allocation; a
+    program that never joined keeps the ending it had); the failure budget.
     """
     excluded = tuple(excluded)
     srun_exclude = exclude_for_step(hosts, excluded, limits.step_nodes) or ()
@@ -170,8 +172,9 @@ def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try
         log.append(f"step failed ({cause}); the {limits.max_in_job_restarts} in-job restart(s) "
                    "are used")
         return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log), **keep)
-    if facts.latest_checkpoint is None:
-        log.append(f"step failed ({cause}); no committed checkpoint to restart from")
+    if facts.latest_checkpoint is None and not facts.joined_count:
+        log.append(f"step failed ({cause}); no committed checkpoint to restart from, and the "
+                   "program did not join the protocol (it keeps the ending it had)")
         return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log), **keep)
     if failures(history) >= limits.max_failures:
         log.append(f"step failed ({cause}); the job has had {failures(history)} failure(s), its "
@@ -180,9 +183,11 @@ def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try
                            fail_reason=P.REASON_FAILURE_LIMIT, **keep)
     events.append((P.EVENT_STEP_RESTART, {"try": try_ + 1, "rc": facts.rc, "cause": cause,
                                           "step": facts.latest_checkpoint}))
+    start = (f"the checkpoint of step {facts.latest_checkpoint}"
+             if facts.latest_checkpoint is not None else "the start (no committed checkpoint yet)")
     log.append(f"step failed ({cause}, status {facts.rc}): starting it again in this allocation "
-               f"from the checkpoint of step {facts.latest_checkpoint} (in-job restart "
-               f"{try_ + 1} of at most {limits.max_in_job_restarts})")
+               f"from {start} (in-job restart {try_ + 1} of at most "
+               f"{limits.max_in_job_restarts})")
     return StepOutcome(restart=True, cause=cause, events=tuple(events), log=tuple(log), **keep)
 
 

@@ -32,6 +32,11 @@ import os, sys
 log = os.environ["SHIM_LOG"]
 with open(os.path.join(log, "tries"), "a") as f:
     f.write(os.environ["HPCFLOW_STEP_TRY"] + "\\n")
+if os.environ.get("TEST_JOIN"):  # as Run.from_env announces a rank that joined the protocol
+    joined = os.environ["HPCFLOW_JOINED_DIR"]
+    os.makedirs(joined, exist_ok=True)
+    with open(os.path.join(joined, os.environ.get("SLURM_PROCID", "0")), "w") as f:
+        f.write(f"{os.getpid()} n1\\n")
 sig = os.environ.get("TEST_SIG")
 if sig:
     folder = os.environ["HPCFLOW_ERROR_DIR"]
@@ -84,6 +89,14 @@ def test_no_committed_checkpoint_no_restart(harness) -> None:
     assert tries == ["0"] and restarts(run) == []
     assert run.event("job_end")["reason"] == "failed"
     assert "no committed checkpoint" in run.stderr
+
+
+def test_a_joined_program_without_a_checkpoint_starts_again_from_the_start(harness) -> None:
+    run, tries = failing(harness, committed=False, env={"TEST_JOIN": "1"})
+    assert tries == ["0", "1", "2"]
+    assert [(e["try"], e["step"]) for e in restarts(run)] == [(1, None), (2, None)]
+    assert "from the start (no committed checkpoint yet)" in run.stderr
+    assert run.event("job_end")["reason"] == "failed"
 
 
 def test_the_same_exception_twice_ends_the_job_program_error(harness) -> None:

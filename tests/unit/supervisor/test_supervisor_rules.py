@@ -164,8 +164,10 @@ KILLED = facts(rc=137, exits=(None, OK), latest_checkpoint=5)
     pytest.param(facts(rc=75, committed_step=5, latest_checkpoint=5), History(), {}, False, None,
                  id="warned"),
     pytest.param(KILLED, History(blamed={"n1": 1}), {"try_": 2}, False, None, id="bound-used"),
-    pytest.param(facts(rc=137, exits=(None, OK)), History(blamed={"n1": 1}), {}, False, None,
-                 id="no-checkpoint"),
+    pytest.param(facts(rc=137, exits=(None, None), joined=(None, None)),
+                 History(blamed={"n1": 1}), {}, False, None, id="no-checkpoint-never-joined"),
+    pytest.param(facts(rc=137, exits=(None, OK)), History(blamed={"n1": 1}), {}, True, None,
+                 id="no-checkpoint-yet-but-joined"),
     pytest.param(KILLED, History(step_restarts=3, blamed={"n1": 1}), {}, False,
                  P.REASON_FAILURE_LIMIT, id="failure-budget"),
     pytest.param(facts(rc=1, exits=(RankExit(1, 3), OK), error_sigs=("E@3",), latest_checkpoint=5),
@@ -184,6 +186,15 @@ def test_after_a_failed_step(step, history, kw, go, reason):
     if go:
         assert out.events[-1][0] == P.EVENT_STEP_RESTART
         assert out.events[-1][1]["try"] == kw.get("try_", 0) + 1
+
+
+def test_a_joined_program_without_a_checkpoint_starts_again_from_the_start():
+    out = restart(facts(rc=137, exits=(None, OK)), History(blamed={"n1": 1}))
+    assert out.events[-1] == (P.EVENT_STEP_RESTART,
+                              {"try": 1, "rc": 137, "cause": "rank_failure", "step": None})
+    assert "from the start (no committed checkpoint yet)" in out.log[-1]
+    unaware = restart(facts(rc=137, exits=(None, None), joined=(None, None)))
+    assert not unaware.restart and "did not join the protocol" in unaware.log[-1]
 
 
 def test_a_network_fall_back_is_never_restarted_in_the_allocation():
