@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -82,14 +83,34 @@ def teardown(env: DistEnv, ckpt: Any, heartbeat: Heartbeat | None, *, together: 
         heartbeat.close()
 
 
+#: Seconds a rank that raised in a job of several ranks waits for Slurm's TERM before it leaves
+#: the usual way: the collective that found a dead peer fails at once, and srun TERMs the step's
+#: other tasks about 60 ms after one died (``strace -ttt`` on this cluster, bench/README.md).
+TERM_WAIT_S = 0.3
+
+
+def slurm_ending(terminated: Callable[[], bool], world_size: int,
+                 wait_s: float = TERM_WAIT_S) -> bool:
+    """True once TERM has come (``terminated()``), waiting up to ``wait_s`` seconds for it when
+    the job has more than one rank; a rank alone has no peer whose death Slurm would act on."""
+    deadline = time.monotonic() + (wait_s if world_size > 1 else 0.0)
+    while not terminated():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)  # the handler runs between two sleeps: it only sets a flag
+    return True
+
+
 def leave_block(run_dir: Path | None, env: DistEnv, ckpt: Any, *, step: int, done: bool,
-                exc: BaseException | None, terminated: bool = False) -> None:
+                exc: BaseException | None,
+                terminated: Callable[[], bool] = lambda: False) -> None:
     """What leaving the ``with Run...`` block does before the teardown: record this rank's exit,
     then end the process at once after the done record (every rank together, status 0) or
     after a committed preemption (status 75), or record the exception a rank raised.
 
-    An exception after TERM (``terminated``) also ends the process at once, with the status the
-    exception gives, once the exit and the error are recorded: Slurm is ending the step (it
+    An exception with TERM (``terminated()``, now or within :data:`TERM_WAIT_S`) also ends the
+    process at once, with the status the exception gives, once the exit and the error are
+    recorded: Slurm is ending the step (it
     TERMs every task when one of them fails under ``--kill-on-bad-exit``, at ``scancel``, and
     at the start of its own preemption's ``GraceTime``, where a rank that could still save
     leaves through :class:`Preempted` instead; srun(1), slurm.conf(5) ``KillWait``), the
@@ -115,7 +136,8 @@ def leave_block(run_dir: Path | None, env: DistEnv, ckpt: Any, *, step: int, don
         os._exit(EXIT_PREEMPTED)
     if exc is not None and not isinstance(exc, SystemExit):
         record_error(os.environ, env.rank, step, exc)
-        if terminated and os.environ.get(ENV_EXIT_AFTER_DONE) != "0":
+        if os.environ.get(ENV_EXIT_AFTER_DONE) != "0" and slurm_ending(terminated,
+                                                                        env.world_size):
             _print_exception(exc)
             sys.stdout.flush()
             sys.stderr.flush()

@@ -372,7 +372,7 @@ class Run:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         leaving.leave_block(self.config.run_dir, self.env, self.ckpt, step=self.step,
-                            done=self._done, exc=exc, terminated=self.monitor.terminated)
+                            done=self._done, exc=exc, terminated=lambda: self.monitor.terminated)
         self.close(together=exc is None)
 
     def leave_preempted(self, step: int) -> None:
