@@ -5,12 +5,10 @@ under ``hpcflow.launch``, the interpreter leaves as usual (``atexit`` handlers r
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 
 import pytest
+from one_rank import run_one_rank
 
 from hpcflow import protocol as P
 from hpcflow.runtime.leaving import slurm_ending
@@ -32,19 +30,6 @@ with Run.from_env(join_process_group=os.environ["SLURM_NTASKS"] == "1") as run:
 """
 
 
-def run_one_rank(tmp_path, mode: str, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
-    env.update({
-        "SLURM_JOB_ID": "84", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0",
-        "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "localhost",
-        "SLURM_RESTART_COUNT": "0",
-        P.ENV_RUN_DIR: str(tmp_path), P.ENV_CHECKPOINT_DIR: str(tmp_path / "checkpoints"),
-        "OMP_NUM_THREADS": "1", **extra,
-    })
-    return subprocess.run([sys.executable, "-c", PROGRAM, mode, str(tmp_path / "atexit-ran")],
-                          env=env, capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("mode, extra, teardown", [
     pytest.param("term", {}, False, id="after-term"),
     pytest.param("no-term", {}, True, id="without-term"),
@@ -57,7 +42,7 @@ def run_one_rank(tmp_path, mode: str, extra: dict[str, str]) -> subprocess.Compl
 ])
 def test_an_exception_after_term_leaves_at_once_with_its_record_and_traceback(
         tmp_path, mode, extra, teardown):
-    out = run_one_rank(tmp_path, mode, extra)
+    out = run_one_rank(PROGRAM, tmp_path, "84", extra, (mode, str(tmp_path / "atexit-ran")))
     assert out.returncode == 1, out.stderr
     assert out.returncode != -signal.SIGTERM
     assert "RuntimeError: Connection closed by peer" in out.stderr  # the traceback, either way
