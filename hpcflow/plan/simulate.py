@@ -67,6 +67,7 @@ def simulate(inputs: GoodputInputs, interval_s: float, *, runs: int = 200,
         raise ValueError(f"runs={runs} must be at least 1")
     rng = random.Random(seed)
     rate = inputs.failures_per_node_hour * inputs.nodes / 3600.0
+
     def next_failure(t: float) -> float:
         return t + rng.expovariate(rate) if rate > 0 else math.inf
 

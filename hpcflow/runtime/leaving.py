@@ -110,18 +110,18 @@ def leave_block(run_dir: Path | None, env: DistEnv, ckpt: Any, *, step: int, don
 
     An exception with TERM (``terminated()``, now or within :data:`TERM_WAIT_S`) also ends the
     process at once, with the status the exception gives, once the exit and the error are
-    recorded: Slurm is ending the step (it
-    TERMs every task when one of them fails under ``--kill-on-bad-exit``, at ``scancel``, and
-    at the start of its own preemption's ``GraceTime``, where a rank that could still save
-    leaves through :class:`Preempted` instead; srun(1), slurm.conf(5) ``KillWait``), the
-    exception is most often a collective that found a peer gone, and nothing is left to save.
+    recorded: Slurm is ending the step (it TERMs every task when one of them fails under
+    ``--kill-on-bad-exit``, at ``scancel``, and at the start of its own preemption's
+    ``GraceTime``, where a rank that could still save leaves through :class:`Preempted`
+    instead; srun(1), slurm.conf(5) ``KillWait``), the exception is most often a collective
+    that found a peer gone, and nothing is left to save.
     The teardown and the interpreter's exit with torch loaded would only hold the step's end,
     and with it an in-job restart, for most of a second (measured in bench/README.md). Not
     under ``HPCFLOW_EXIT_AFTER_DONE=0`` (``hpcflow.launch``): submitit's own handler must still
     pickle the exception for the caller.
 
     Only returns when the teardown is still to do (no done record, no preemption, no exception
-    after TERM)."""
+    with TERM)."""
     from hpcflow.runtime.exits import exit_status_of, leave_done, record_exit
 
     status, reason = (0, "done") if exc is None and done else exit_status_of(exc)
