@@ -78,8 +78,8 @@ class ResilienceSpec(SpecModel):
         default=2, ge=0, le=MAX_RESTARTS,
         description=(
             "New steps in the same allocation after a failed one (a rank died, a hang): from the "
-            "latest committed checkpoint, or from the start when none is committed yet and the "
-            "ranks had joined the protocol."
+            "latest committed checkpoint, or from the start when none is committed yet and a "
+            "rank that had joined the protocol was lost (killed, hung)."
         ),
     )
     max_failures: StrictInt = Field(

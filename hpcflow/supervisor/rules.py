@@ -112,10 +112,10 @@ def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try
 
     ``history`` already counts this step's ``step_end`` (and its blamed node). Order of the
     rules: nothing to restart (success, done, a warning); the same exception twice; node
-    exclusion (and its budget); the in-job bound; a committed checkpoint to restart from, or
-    ranks that joined the protocol (their program restores nothing and starts again from step 0:
-    a rank lost before the first checkpoint costs the steps run so far, not the allocation; a
-    program that never joined keeps the ending it had); the failure budget.
+    exclusion (and its budget); the in-job bound; a committed checkpoint to restart from, or,
+    before the first one, a rank lost (:func:`_lost_a_joined_rank`: the program restores nothing
+    and starts again from step 0, so a rank lost early costs the steps run so far, not the
+    allocation); the failure budget.
     """
     excluded = tuple(excluded)
     srun_exclude = exclude_for_step(hosts, excluded, limits.step_nodes) or ()
@@ -172,9 +172,8 @@ def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try
         log.append(f"step failed ({cause}); the {limits.max_in_job_restarts} in-job restart(s) "
                    "are used")
         return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log), **keep)
-    if facts.latest_checkpoint is None and not facts.joined_count:
-        log.append(f"step failed ({cause}); no committed checkpoint to restart from, and the "
-                   "program did not join the protocol (it keeps the ending it had)")
+    if facts.latest_checkpoint is None and not _lost_a_joined_rank(facts):
+        log.append(f"step failed ({cause}); no committed checkpoint to restart from")
         return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log), **keep)
     if failures(history) >= limits.max_failures:
         log.append(f"step failed ({cause}); the job has had {failures(history)} failure(s), its "
@@ -189,6 +188,15 @@ def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try
                f"from {start} (in-job restart {try_ + 1} of at most "
                f"{limits.max_in_job_restarts})")
     return StepOutcome(restart=True, cause=cause, events=tuple(events), log=tuple(log), **keep)
+
+
+def _lost_a_joined_rank(facts: StepFacts) -> bool:
+    """A program that joined the protocol lost a rank it did not end itself: a rank without an
+    exit record (killed by a signal: ``kill -9``, the OOM killer, a lost node) or a hang. Ranks
+    that all recorded their own exit (an exception, ``sys.exit(64)`` on a bad configuration)
+    would most likely fail the same way again from step 0, and a program that never joined
+    keeps the ending it had."""
+    return bool(facts.joined_count) and (facts.hang or any(e is None for e in facts.exits))
 
 
 @dataclass(frozen=True)

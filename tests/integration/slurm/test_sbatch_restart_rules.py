@@ -92,6 +92,7 @@ def test_no_committed_checkpoint_no_restart(harness) -> None:
 
 
 def test_a_joined_program_without_a_checkpoint_starts_again_from_the_start(harness) -> None:
+    # the fake ranks leave no exit record, as ranks killed by a signal
     run, tries = failing(harness, committed=False, env={"TEST_JOIN": "1"})
     assert tries == ["0", "1", "2"]
     assert [(e["try"], e["step"]) for e in restarts(run)] == [(1, None), (2, None)]

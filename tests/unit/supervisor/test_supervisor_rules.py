@@ -167,7 +167,11 @@ KILLED = facts(rc=137, exits=(None, OK), latest_checkpoint=5)
     pytest.param(facts(rc=137, exits=(None, None), joined=(None, None)),
                  History(blamed={"n1": 1}), {}, False, None, id="no-checkpoint-never-joined"),
     pytest.param(facts(rc=137, exits=(None, OK)), History(blamed={"n1": 1}), {}, True, None,
-                 id="no-checkpoint-yet-but-joined"),
+                 id="no-checkpoint-yet-rank-killed"),
+    pytest.param(facts(rc=143, exits=(OK, OK), hang=True), History(), {}, True, None,
+                 id="no-checkpoint-yet-hang"),
+    pytest.param(facts(rc=64, exits=(RankExit(64, 3, "SystemExit: 64"),) * 2), History(), {},
+                 False, None, id="no-checkpoint-every-rank-exited-itself"),
     pytest.param(KILLED, History(step_restarts=3, blamed={"n1": 1}), {}, False,
                  P.REASON_FAILURE_LIMIT, id="failure-budget"),
     pytest.param(facts(rc=1, exits=(RankExit(1, 3), OK), error_sigs=("E@3",), latest_checkpoint=5),
@@ -194,7 +198,7 @@ def test_a_joined_program_without_a_checkpoint_starts_again_from_the_start():
                               {"try": 1, "rc": 137, "cause": "rank_failure", "step": None})
     assert "from the start (no committed checkpoint yet)" in out.log[-1]
     unaware = restart(facts(rc=137, exits=(None, None), joined=(None, None)))
-    assert not unaware.restart and "did not join the protocol" in unaware.log[-1]
+    assert not unaware.restart and "no committed checkpoint" in unaware.log[-1]
 
 
 def test_a_network_fall_back_is_never_restarted_in_the_allocation():
