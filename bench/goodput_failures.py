@@ -49,13 +49,16 @@ from hpcflow.jobs import records, service
 from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster.processes import rank_pid
 
-ARMS = (("in-job restart", True), ("requeue", False))
+#: (name, in-job restarts, warm standby): the cold in-job restart, the same handed to a warm
+#: standby (``resilience.warm_standby``), and the requeue.
+ARMS = (("in-job restart", True, False), ("warm standby", True, True), ("requeue", False, False))
 TRAIN = "hpcflow.examples.train"
 
 
 def failure_spec(run_dir: Path, *, steps: int, step_time_s: float, interval: int, kills: int,
-                 in_job: bool) -> dict[str, Any]:
-    """The benchmark's job spec: the same for both arms but for ``max_in_job_restarts``.
+                 in_job: bool, warm: bool = False) -> dict[str, Any]:
+    """The benchmark's job spec: the same for every arm but for ``max_in_job_restarts`` and
+    ``warm_standby``.
 
     The kills always hit rank 1, on the same node; ``exclude_after_failures`` above the number
     of kills keeps that node in the job, so the in-job arm measures restarts, not node
@@ -70,7 +73,8 @@ def failure_spec(run_dir: Path, *, steps: int, step_time_s: float, interval: int
         "checkpoint": {"keep": 2, "interval_steps": interval},
         "preemption": {"max_requeues": 0},
         "resilience": {"watchdog": False, "max_in_job_restarts": kills + 1 if in_job else 0,
-                       "max_failures": kills + 1, "exclude_after_failures": kills + 1},
+                       "max_failures": kills + 1, "exclude_after_failures": kills + 1,
+                       "warm_standby": warm},
     }
 
 
@@ -217,36 +221,39 @@ def median(values: list[float]) -> float | None:
 
 def print_side_by_side(results: dict[str, dict[str, Any]], every_s: float) -> None:
     """One table, one column per arm, then the ratios."""
-    a, b = (results[name] for name, _ in ARMS)
+    arms = [results[name] for name, _, _ in ARMS]
 
     def num(v: float | None, fmt: str = ".1f") -> str:
         return "-" if v is None else format(v, fmt)
 
-    rows = [
-        ("job", a["job_id"], b["job_id"]),
-        ("kills", len(a["kill_times"]), len(b["kill_times"])),
-        ("attempt endings", _runs_of(a["endings"]), _runs_of(b["endings"])),
-        ("wall s", num(a["wall_s"], ".0f"), num(b["wall_s"], ".0f")),
-        ("pending s", num(a["pending_s"], ".0f"), num(b["pending_s"], ".0f")),
-        ("training s", num(a["training_s"]), num(b["training_s"])),
-        ("lost s (steps redone)", num(a["lost_s"]), num(b["lost_s"])),
-        ("lost steps per failure", str(a["lost_steps"]), str(b["lost_steps"])),
-        ("restart s per kill", ", ".join(num(x) for x in a["restart_s"]),
-         ", ".join(num(x) for x in b["restart_s"])),
-        ("restart s, median", num(median(a["restart_s"])), num(median(b["restart_s"]))),
-        ("goodput (training / wall)", num(a["goodput"], ".3f"), num(b["goodput"], ".3f")),
-        ("goodput holding nodes", num(a["goodput_holding_nodes"], ".3f"),
-         num(b["goodput_holding_nodes"], ".3f")),
+    rows: list[tuple[str, list[str]]] = [
+        ("job", [a["job_id"] for a in arms]),
+        ("kills", [str(len(a["kill_times"])) for a in arms]),
+        ("attempt endings", [_runs_of(a["endings"]) for a in arms]),
+        ("wall s", [num(a["wall_s"], ".0f") for a in arms]),
+        ("pending s", [num(a["pending_s"], ".0f") for a in arms]),
+        ("training s", [num(a["training_s"]) for a in arms]),
+        ("lost s (steps redone)", [num(a["lost_s"]) for a in arms]),
+        ("lost steps per failure", [str(a["lost_steps"]) for a in arms]),
+        ("restart s per kill", [", ".join(num(x) for x in a["restart_s"]) for a in arms]),
+        ("restart s, median", [num(median(a["restart_s"])) for a in arms]),
+        ("goodput (training / wall)", [num(a["goodput"], ".3f") for a in arms]),
+        ("goodput holding nodes", [num(a["goodput_holding_nodes"], ".3f") for a in arms]),
     ]
     print(f"a rank killed (kill -9) {every_s:g} s after each program start's first step:")
-    print(f"  {'':26}{ARMS[0][0]:>28}{ARMS[1][0]:>28}")
-    for label, x, y in rows:
-        print(f"  {label:26}{x!s:>28}{y!s:>28}")
-    ra, rb = median(a["restart_s"]), median(b["restart_s"])
-    if ra and rb:
-        print(f"  restart time, requeue / in-job restart (medians): {rb / ra:.2f}")
-    if a["goodput"] and b["goodput"]:
-        print(f"  goodput, in-job restart / requeue: {a['goodput'] / b['goodput']:.2f}")
+    print(f"  {'':26}" + "".join(f"{name:>28}" for name, _, _ in ARMS))
+    for label, cells in rows:
+        print(f"  {label:26}" + "".join(f"{c:>28}" for c in cells))
+    cold, warm, requeue = (median(a["restart_s"]) for a in arms)
+    if cold and requeue:
+        print(f"  restart time, requeue / in-job restart (medians): {requeue / cold:.2f}")
+    if cold and warm:
+        print(f"  restart time, warm standby / in-job restart (medians): {warm / cold:.2f}")
+    if arms[0]["goodput"] and arms[2]["goodput"]:
+        print(f"  goodput, in-job restart / requeue: {arms[0]['goodput'] / arms[2]['goodput']:.2f}")
+    if arms[0]["goodput"] and arms[1]["goodput"]:
+        print(f"  goodput, warm standby / in-job restart: "
+              f"{arms[1]['goodput'] / arms[0]['goodput']:.2f}")
 
 
 #: Goal: an in-job restart (the kill to training again) within 1.2 x the floor of a bare srun
@@ -262,17 +269,19 @@ def print_against_floor(results: dict[str, dict[str, Any]], floors: list[float])
     print(f"restart floor (bare srun of the same layout in an allocation: python, import torch, "
           f"init_process_group, barrier, exit): {', '.join(f'{f:.1f}' for f in floors)} s, "
           f"median {floor:.1f} s")
-    for name, _ in ARMS:
+    for name, in_job, _ in ARMS:
         restart = median(results[name]["restart_s"])
         if restart is None or floor <= 0:
             continue
         goal = (f"   {verdict(restart / floor, GOAL_RESTART_RATIO, at_least=False)}"
-                if name == ARMS[0][0] else "")
+                if in_job else "")
         print(f"  {name}: restart {restart:.1f} s = {restart / floor:.2f} x floor{goal}")
-    parts = restart_parts(results[ARMS[0][0]])
-    if parts:
-        print("  where each in-job restart went (s): stop = kill to the new step's start (srun "
-              "ends the step, the supervisor decides); then the new step's phases")
+    for name, in_job, _ in ARMS:
+        parts = restart_parts(results[name]) if in_job else []
+        if not parts:
+            continue
+        print(f"  where each restart of '{name}' went (s): stop = kill to the new step's start "
+              "(srun ends the step, the supervisor decides); then the new step's phases")
         for i, p in enumerate(parts, 1):
             floors_part = p["launch"] + p["imports"] + p["join"]
             print(f"    kill {i}: stop {p['stop']:.2f}, launch {p['launch']:.2f}, imports "
@@ -289,10 +298,10 @@ def main(args: Any, run_root: Path) -> dict[str, dict[str, Any]]:
 
     floors = floor_s(2, 1, 2 if args.small else 3)
     results: dict[str, Any] = {}
-    for name, in_job in ARMS:
-        run_dir = run_root / ("in-job" if in_job else "requeue")
+    for name, in_job, warm in ARMS:
+        run_dir = run_root / name.replace(" ", "-")
         spec = failure_spec(run_dir, steps=args.steps, step_time_s=args.step_time_s,
-                            interval=args.interval, kills=args.kills, in_job=in_job)
+                            interval=args.interval, kills=args.kills, in_job=in_job, warm=warm)
         results[name] = run_arm(name, spec, every_s=args.kill_every_s, kills=args.kills,
                                 timeout_s=args.timeout_s, requeue=not in_job,
                                 log=lambda line: print(line, flush=True))

@@ -62,6 +62,13 @@ ENV_EXIT_AFTER_DONE = "HPCFLOW_EXIT_AFTER_DONE"
 #: before bash 5); after an in-job restart, the supervisor's start of the new step: the start
 #: of the ``launch_s`` phase of ``hpcflow-startup``.
 ENV_ATTEMPT_T0 = "HPCFLOW_ATTEMPT_T0"
+#: With ``resilience.warm_standby``: the file where rank 0 lists, at its first step, the
+#: installed modules it has loaded, for the next warm standby to import ahead
+#: (:mod:`hpcflow.runtime.standby`).
+ENV_WARM_MODULES = "HPCFLOW_WARM_MODULES"
+#: Set by a warm standby when it is handed the step (Unix seconds with a fraction): the start of
+#: the ``imports_s`` phase of ``hpcflow-startup`` in place of the process's own start.
+ENV_WARM_T0 = "HPCFLOW_WARM_T0"
 
 # ---- Resilience (docs/protocol.md, "Hangs and in-job restarts").
 #: The commit record inside a committed ``step_<N>/`` (the same name as
@@ -256,6 +263,18 @@ def committed_name(job_id: str, restart: int) -> str:
 def joined_name(job_id: str, restart: int) -> str:
     """Folder name where each rank that joined announces itself (``joined-<job>-<restart>``)."""
     return f"joined-{attempt_suffix(job_id, restart)}"
+
+
+def warm_modules_name(job_id: str, restart: int) -> str:
+    """File where rank 0 lists the installed modules it loaded (``warm-modules-<job>-<restart>``;
+    :data:`ENV_WARM_MODULES`)."""
+    return f"warm-modules-{attempt_suffix(job_id, restart)}"
+
+
+def standby_go_name(job_id: str, restart: int, number: int) -> str:
+    """File a warm standby waits for (``standby-<job>-<restart>-<n>.go``): the supervisor
+    writes ``{"env": {...}}`` to hand it an in-job restart, or ``{"quit": true}``."""
+    return f"standby-{attempt_suffix(job_id, restart)}-{number}.go"
 
 
 def notice_name(job_id: str) -> str:

@@ -168,8 +168,21 @@ def rank_pid(job_id: str, rank: int, command_has: str) -> int | None:
 
     Only a step's tasks count (their environment has ``SLURM_STEP_ID``, srun(1)): the batch
     script and hpcflow's supervisor also carry ``SLURM_PROCID=0`` (sbatch(1)), and the
-    supervisor's command line names the program too."""
+    supervisor's command line names the program too; nor does a warm standby rank still waiting
+    (:func:`is_waiting_standby`)."""
     for pid, env in job_processes(job_id, command_has=command_has).items():
-        if env.get("SLURM_PROCID") == str(rank) and "SLURM_STEP_ID" in env:
+        if env.get("SLURM_PROCID") == str(rank) and "SLURM_STEP_ID" in env \
+                and not is_waiting_standby(pid):
             return pid
     return None
+
+
+def is_waiting_standby(pid: int) -> bool:
+    """``pid`` is a warm standby rank that has not been handed a step yet: it names itself
+    :data:`~hpcflow.runtime.standby.WAITING_NAME` (``/proc/<pid>/comm``, proc(5)) until then."""
+    from hpcflow.runtime.standby import WAITING_NAME
+
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == WAITING_NAME
+    except OSError:
+        return False

@@ -20,6 +20,8 @@ Modules, one job each:
 - :mod:`~hpcflow.runtime.parallel_dims`: ``ParallelDims``: pp x dp x tp checked, the mesh built once
 - :mod:`~hpcflow.runtime.digest`: a layout-independent digest of parameters and optimizer state
 - :mod:`~hpcflow.runtime.lines`: the tagged lines rank 0 prints
+- :mod:`~hpcflow.runtime.standby`: a warm standby rank (``resilience.warm_standby``): imports
+  ahead, then runs the program when the supervisor hands it an in-job restart
 
 The example workloads that use this library live apart, in :mod:`hpcflow.examples`.
 

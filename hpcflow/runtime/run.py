@@ -59,6 +59,7 @@ from hpcflow.runtime.lines import emit, log
 from hpcflow.runtime.network import NetworkExpectation, check_network, start_nccl_log
 from hpcflow.runtime.preemption import PreemptionMonitor
 from hpcflow.runtime.runconfig import RunConfig
+from hpcflow.runtime.standby import record_loaded_modules
 from hpcflow.runtime.startup import StartupClock
 
 __all__ = ["Preempted", "Run"]
@@ -262,6 +263,8 @@ class Run:
                 self.first_step_wall = time.time()
         if (phases := self.startup.first_step()) is not None:
             emit(self.env, TAG_STARTUP, phases)
+            if self.env.rank == 0:
+                record_loaded_modules()
         self._last_boundary = now
 
     def step_done(self, step: int, state: Mapping[str, Any],

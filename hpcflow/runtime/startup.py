@@ -6,7 +6,8 @@ batch script's start to the end of that first step (docs/protocol.md, "What the 
 - ``launch_s``: the batch script's start (``HPCFLOW_ATTEMPT_T0``, bash's ``EPOCHREALTIME``; after
   an in-job restart, the supervisor's start of the new step) to this process's start (the
   kernel's, ``/proc/self/stat`` field 22; proc(5)): the supervisor's start, srun, and any
-  wrapper before the interpreter;
+  wrapper before the interpreter; for a warm standby (:mod:`hpcflow.runtime.standby`), to
+  the moment it was handed the step (``HPCFLOW_WARM_T0``);
 - ``imports_s``: the process's start to :meth:`Run.from_env`: the interpreter and the program's
   own imports (torch among them);
 - ``join_s``: inside :meth:`Run.from_env`: the signal handler, the joined file and the process
@@ -29,7 +30,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpcflow.protocol import ENV_ATTEMPT_T0, STARTUP_PHASES
+from hpcflow.protocol import ENV_ATTEMPT_T0, ENV_WARM_T0, STARTUP_PHASES
 
 PHASES = STARTUP_PHASES
 
@@ -80,7 +81,14 @@ class StartupClock:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> StartupClock:
-        return cls(attempt_start_time(environ), process_start_time())
+        """The clock of this process: a warm standby (``HPCFLOW_WARM_T0``, set when it was
+        handed the step) counts from that hand-over, not from its own earlier start."""
+        warm = environ.get(ENV_WARM_T0, "")
+        try:
+            process_t0 = float(warm) if warm else process_start_time()
+        except ValueError:
+            process_t0 = process_start_time()
+        return cls(attempt_start_time(environ), process_t0)
 
     def mark(self, name: str, at: float | None = None) -> None:
         self.marks.setdefault(name, time.time() if at is None else at)

@@ -202,7 +202,7 @@ def supervisor_config(spec: JobSpec, *, python: str | None = None) -> str:
     sorted): the job's limits (read by ``hpcflow.supervisor.rules.Limits``), the step's command
     (srun's options, torchrun's, the program's words), the ranks' environment, the watchdog's,
     the S3 mirror's and the spot watcher's settings, and the protocol version the script was
-    rendered for.
+    rendered for, and whether steps get a warm standby.
 
     Args:
         spec: the job spec.
@@ -240,6 +240,7 @@ def supervisor_config(spec: JobSpec, *, python: str | None = None) -> str:
         "mirror": ({"s3_uri": spec.checkpoint.s3_uri, "keep": spec.checkpoint.keep}
                    if spec.checkpoint.s3_uri else None),
         "spot_watch_nodes": allocated_nodes(spec) if spec.preemption.spot_watch else 0,
+        "warm_standby": bool(res is not None and res.warm_standby),
     }
     if res is not None:
         cfg.update(max_in_job_restarts=res.max_in_job_restarts, max_failures=res.max_failures,

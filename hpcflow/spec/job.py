@@ -9,6 +9,7 @@ reported together in one :class:`~hpcflow.errors.SpecError` before anything is w
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path, PurePath
 from typing import Annotated, Any, Literal
@@ -294,6 +295,8 @@ class JobSpec(SpecModel):
                 "runs on the allocation's first node, which a step with spare nodes may exclude; "
                 "use spare_nodes: 0 or launcher: srun",
             ))
+        if self.resilience is not None and self.resilience.warm_standby:
+            problems.extend(_warm_standby_problems(self))
         if spare and self.nodes + spare > MAX_NODES:
             problems.append(("resilience.spare_nodes", spare,
                              f"nodes + spare_nodes must be at most {MAX_NODES}"))
@@ -319,6 +322,29 @@ class JobSpec(SpecModel):
     def ntasks(self) -> int:
         """Total ranks: nodes x tasks_per_node."""
         return self.nodes * self.tasks_per_node
+
+
+#: An interpreter's command name: ``python``, ``python3``, ``python3.11``.
+PYTHON_NAME_RE = re.compile(r"python(\d+(\.\d+)*)?")
+
+
+def _warm_standby_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:
+    """What a warm standby (:mod:`hpcflow.runtime.standby`) needs: srun's ranks (torchrun
+    starts its own), no container (pyxis starts one per step), and a Python program it can run
+    itself: ``program.module``, or an argv ``[python, SCRIPT, ARGS...]``."""
+    field = "resilience.warm_standby"
+    if spec.launcher != "srun":
+        return [(field, True, f"needs launcher: srun (launcher is {spec.launcher!r}): "
+                 "torchrun starts the ranks itself")]
+    if spec.container is not None:
+        return [(field, True, "cannot run with container: the container starts with each step")]
+    argv = spec.program.argv
+    if spec.program.module is None and argv is not None and not (
+            len(argv) >= 2 and PYTHON_NAME_RE.fullmatch(os.path.basename(argv[0]))
+            and not argv[1].startswith("-")):
+        return [(field, True, "needs a Python program: program.module, or program.argv "
+                 f"[python, script.py, ...] (argv is {argv[:2]!r}...)")]
+    return []
 
 
 def _is_under(path: str, folder: str) -> bool:

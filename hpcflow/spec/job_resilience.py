@@ -98,6 +98,16 @@ class ResilienceSpec(SpecModel):
             "allocation. Without a spare left the job is requeued without that node."
         ),
     )
+    warm_standby: bool = Field(
+        default=False,
+        description=(
+            "Keep a standby step beside the running one (srun --overlap, the same layout): "
+            "ranks started ahead, with torch and the libraries the program loaded imported, "
+            "that an in-job restart is handed to instead of a cold start. Costs one idle "
+            "interpreter per rank (host memory, no GPU). Needs launcher: srun, and a program "
+            "that is program.module or an argv [python, script.py, ...]."
+        ),
+    )
     exclude_after_failures: StrictInt = Field(
         default=2, ge=1, le=MAX_RESTARTS,
         description=(

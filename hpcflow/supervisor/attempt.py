@@ -5,7 +5,9 @@ The batch script starts ``python -m hpcflow.supervisor run`` once per attempt an
 it (docs/architecture.md, "The supervisor"). This module is the edge where the decisions become
 processes:
 
-- the step: ``srun <options> [torchrun ...] <program>``, started again after an in-job restart;
+- the step: ``srun <options> [torchrun ...] <program>``, started again after an in-job restart,
+  or handed to the warm standby started beside it (``resilience.warm_standby``,
+  :mod:`hpcflow.supervisor.standby`);
 - beside each step, the hang watchdog (``python -m hpcflow.watchdog``) unless
   ``resilience: false`` or ``resilience.watchdog: false``;
 - beside the attempt, the S3 mirror (``checkpoint.s3_uri``) and the spot watcher step
@@ -35,6 +37,7 @@ from typing import Any
 from hpcflow import fsutil
 from hpcflow import protocol as P
 from hpcflow.supervisor import facts
+from hpcflow.supervisor.standby import Standby
 from hpcflow.supervisor.turns import Job, Turns, log
 
 __all__ = ["Attempt", "spot_watch_argv", "step_argv", "step_status", "try_env", "warning_lines",
@@ -112,6 +115,8 @@ def try_env(cfg: Mapping[str, Any], paths: facts.Paths, try_: int) -> dict[str, 
     env = {P.ENV_STEP_TRY: str(try_), P.ENV_ERROR_DIR: str(paths.errors(try_))}
     if try_ > 0:  # an in-job restart: its start-up runs from this step's start
         env[P.ENV_ATTEMPT_T0] = f"{time.time():.6f}"
+    if cfg.get("warm_standby"):
+        env[P.ENV_WARM_MODULES] = str(paths.warm_modules)
     if cfg.get("watchdog"):
         env[P.ENV_HEARTBEAT_DIR] = str(paths.heartbeat(try_))
         env[P.ENV_HEARTBEAT_INTERVAL_S] = str(cfg["watchdog"]["heartbeat_interval_s"])
@@ -166,6 +171,11 @@ class Attempt:
         self.step: subprocess.Popen[bytes] | None = None
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.mirror: subprocess.Popen[bytes] | None = None
+        self.standby = (Standby(self.cfg, job.paths.state, job_id=job.job_id,
+                                restart=job.restart, log=log)
+                        if self.cfg.get("warm_standby") else None)
+        self._exclude: tuple[str, ...] = ()
+        self._step_started = 0.0
 
     # ---- signals --------------------------------------------------------------------------
     def install_handlers(self) -> None:
@@ -199,7 +209,7 @@ class Attempt:
         self._started = time.monotonic()
         self.install_handlers()
         paths = self.job.paths
-        for stale in (paths.flag, paths.committed, paths.done):
+        for stale in (paths.flag, paths.committed, paths.done, paths.warm_modules):
             stale.unlink(missing_ok=True)
         os.environ.update({k: str(v) for k, v in self.cfg.get("env", {}).items()})
         os.environ.update({P.ENV_PREEMPT_FLAG: str(paths.flag),
@@ -223,15 +233,17 @@ class Attempt:
             if not after.restart:
                 break
             exclude = after.exclude
+        if self.standby is not None:
+            self.standby.quit()
         self._finish_mirror(after.mirror_budget_s)
         log(own_cost_line(time.monotonic() - self._started))
         return self.turns.end(rc)
 
     def _prepare_try(self) -> dict[str, str]:
         """This try's files (a new step's ranks send their own heartbeats and have not joined
-        yet) and the step's environment."""
+        yet) and what the step's environment adds to this process's (:func:`try_env`)."""
         paths, try_ = self.job.paths, self.turns.try_
-        env = {**os.environ, **try_env(self.cfg, paths, try_)}
+        env = try_env(self.cfg, paths, try_)
         folders = [paths.joined]
         if self.cfg.get("watchdog"):
             folders.append(paths.heartbeat(try_))
@@ -247,14 +259,19 @@ class Attempt:
     def _run_step(self, exclude: Sequence[str], hosts: Sequence[str]) -> int:
         """Start one step and wait for it, taking warnings and the stop timer as they come.
         Returns its status (``128 + N`` after signal N)."""
-        env = self._prepare_try()
-        argv = step_argv(self.cfg, job_id=self.job.job_id, exclude=exclude,
-                         rdzv_host=hosts[0] if hosts else "", nnodes=self.nnodes)
-        try:
-            self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            log(f"could not start the step ({argv[0]}): {exc}")
-            return 127
+        added = self._prepare_try()
+        self._exclude = tuple(exclude)
+        self._step_started = time.monotonic()
+        self.step = self.standby.take(added, exclude) if self.standby is not None else None
+        if self.step is None:
+            argv = step_argv(self.cfg, job_id=self.job.job_id, exclude=exclude,
+                             rdzv_host=hosts[0] if hosts else "", nnodes=self.nnodes)
+            try:
+                self.step = subprocess.Popen(argv, env={**os.environ, **added},
+                                             stdin=subprocess.DEVNULL)
+            except OSError as exc:
+                log(f"could not start the step ({argv[0]}): {exc}")
+                return 127
         self._start_watchdog()
         try:
             return step_status(self._wait(self.step))
@@ -304,6 +321,11 @@ class Attempt:
         timer_at = self.turns.timer_at
         if timer_at is not None and time.time() >= timer_at:
             self.turns.deadline(self.step.pid if self.step else 0)
+        # No new standby once the job is being stopped: a warning, or Slurm's TERM.
+        if (self.standby is not None and not self.turns.state.warnings
+                and not self.turns.terminated):
+            self.standby.maybe_start(elapsed_s=time.monotonic() - self._step_started,
+                                     exclude=self._exclude)
 
     # ---- the processes beside the step -------------------------------------------------------
     def _python(self) -> str:

@@ -97,6 +97,10 @@ class Paths:
     def version(self) -> Path:
         return self.state / P.VERSION_FILE
 
+    @property
+    def warm_modules(self) -> Path:
+        return self.state / P.warm_modules_name(self.job_id, self.restart)
+
     def errors(self, try_: int) -> Path:
         return self.state / P.errors_name(self.job_id, self.restart, try_)
 

@@ -1,0 +1,218 @@
+"""The warm standby rank (hpcflow.runtime.standby): its rules, and the process itself run as the
+supervisor's standby step runs it, without Slurm."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from hpcflow import protocol as P
+from hpcflow.runtime import standby as sb
+
+
+@pytest.mark.parametrize(("words", "module", "script", "args"), [
+    (["-m", "pkg.train", "--steps", "3"], "pkg.train", None, ("--steps", "3")),
+    (["-m", "pkg.train"], "pkg.train", None, ()),
+    (["train.py", "-m", "x"], None, "train.py", ("-m", "x")),
+    (["/abs/train.py"], None, "/abs/train.py", ()),
+])
+def test_the_program_words_after_the_interpreter(words, module, script, args) -> None:
+    assert sb.parse_program(words) == sb.Program(module=module, script=script, args=args)
+
+
+@pytest.mark.parametrize(("words", "says"), [
+    ([], "no program"),
+    (["-m"], "'-m' needs a module name"),
+    (["-u", "train.py"], "interpreter option '-u'"),
+])
+def test_program_words_it_cannot_run_are_refused_by_name(words, says) -> None:
+    with pytest.raises(ValueError, match=says):
+        sb.parse_program(words)
+
+
+def _module(path: str | None) -> types.ModuleType:
+    mod = types.ModuleType("m")
+    if path is not None:
+        mod.__file__ = path
+    return mod
+
+
+def test_only_installed_modules_are_listed_in_import_order(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    (site / "lib").mkdir(parents=True)
+    (site / "lib" / "__init__.py").write_text("")
+    (site / "lib" / "core.py").write_text("")
+    own = tmp_path / "project" / "model.py"
+    own.parent.mkdir()
+    own.write_text("")
+    modules = {
+        "lib": _module(str(site / "lib" / "__init__.py")),
+        "model": _module(str(own)),            # the program's own module: never imported ahead
+        "sys": _module(None),                   # built in: nothing to import
+        "__main__": _module(str(site / "lib" / "core.py")),
+        "lib.core": _module(str(site / "lib" / "core.py")),
+    }
+    assert sb.loaded_package_modules(modules, (os.path.join(str(site), ""),)) == ["lib", "lib.core"]
+
+
+def test_a_folder_that_only_starts_like_a_root_is_not_under_it(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    other = tmp_path / "site-extra" / "x.py"
+    other.parent.mkdir()
+    other.write_text("")
+    assert sb.loaded_package_modules({"x": _module(str(other))},
+                                     (os.path.join(str(root), ""),)) == []
+
+
+def test_the_module_list_is_written_only_when_asked(tmp_path: Path) -> None:
+    target = tmp_path / "warm-modules"
+    assert sb.record_loaded_modules({}) is False
+    assert not target.exists()
+    assert sb.record_loaded_modules({P.ENV_WARM_MODULES: str(target)}) is True
+    names = target.read_text().split()
+    assert "pytest" in names  # installed, and loaded in this process
+    assert not any(n.startswith("tests.") or n == "tests" for n in names)  # the project's own
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_preload_imports_what_it_can_and_skips_the_rest() -> None:
+    sys.modules.pop("colorsys", None)
+    imported, skipped = sb.preload(["json", "colorsys", "no_such_module_hpcflow", ""])
+    assert (imported, skipped) == (1, 1)
+    assert "colorsys" in sys.modules
+
+
+@pytest.mark.parametrize(("text", "go"), [
+    ('{"env": {"A": "1", "B": 2}}', sb.Go(env={"A": "1", "B": "2"}, quit=False)),
+    ('{"quit": true}', sb.Go(env={}, quit=True)),
+    ('{"env": {"A"', None),       # not whole yet
+    ("[]", None),
+    ('{"env": "x"}', None),
+    ("", None),
+])
+def test_the_go_record(text, go) -> None:
+    assert sb.read_go(text) == go
+
+
+# ---- the process ----------------------------------------------------------------------------
+
+SCRIPT = """\
+import json, os, signal, sys
+out = {
+    "name": __name__, "argv": sys.argv, "path0": sys.path[0],
+    "from_go": os.environ.get("FROM_GO"), "warm_t0": os.environ.get("HPCFLOW_WARM_T0"),
+    "usr1_default": signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
+    "term_default": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
+    "urg_blocked": signal.SIGURG in signal.pthread_sigmask(signal.SIG_BLOCK, []),
+    "comm": open("/proc/self/comm").read().strip(),
+    "torch_loaded": "torch" in sys.modules,
+}
+with open(os.environ["OUT"], "w") as f:
+    json.dump(out, f)
+sys.exit(3)
+"""
+
+
+def _start(tmp_path: Path, words: list[str], *, cwd: Path | None = None,
+           env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], Path]:
+    go = tmp_path / "standby.go"
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
+    full.update({"OUT": str(tmp_path / "out.json"), "SLURM_PROCID": "0",
+                 "SLURM_STEP_ID": "7", **(env or {})})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.runtime.standby", "--go", str(go), "--", *words],
+        cwd=cwd or tmp_path, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, go
+
+
+def _wait_ready(go: Path, proc: subprocess.Popen[str]) -> None:
+    step = go.with_name(go.name + ".step")
+    deadline = time.monotonic() + 60
+    while not step.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the standby never said it was ready"
+        time.sleep(0.05)
+    assert step.read_text() == "7"
+
+
+def _comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def test_a_script_runs_as_python_would_run_it_with_the_go_environment(tmp_path: Path) -> None:
+    folder = tmp_path / "code"
+    folder.mkdir()
+    (folder / "train.py").write_text(SCRIPT)
+    proc, go = _start(tmp_path, [str(folder / "train.py"), "--lr", "0.1"])
+    _wait_ready(go, proc)
+    assert _comm(proc.pid) == sb.WAITING_NAME
+    assert not (tmp_path / "out.json").exists()  # nothing runs before go
+    go.write_text(json.dumps({"env": {"FROM_GO": "yes"}}))
+    os.kill(proc.pid, signal.SIGURG)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err  # the program's own status
+    seen = json.loads((tmp_path / "out.json").read_text())
+    assert seen["name"] == "__main__"
+    assert seen["argv"] == [str(folder / "train.py"), "--lr", "0.1"]
+    assert seen["path0"] == str(folder)
+    assert seen["from_go"] == "yes" and float(seen["warm_t0"]) > 0
+    assert seen["usr1_default"] and seen["term_default"] and not seen["urg_blocked"]
+    assert seen["comm"] != sb.WAITING_NAME
+    assert seen["torch_loaded"]  # imported ahead
+    assert out == ""
+
+
+def test_a_module_runs_as_python_dash_m_would_run_it(tmp_path: Path) -> None:
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "train.py").write_text(SCRIPT)
+    proc, go = _start(tmp_path, ["-m", "mypkg.train", "a", "b"])
+    _wait_ready(go, proc)
+    go.write_text(json.dumps({"env": {}}))
+    _, err = proc.communicate(timeout=60)  # no wake-up signal: found at the next look
+    assert proc.returncode == 3, err
+    seen = json.loads((tmp_path / "out.json").read_text())
+    assert seen["name"] == "__main__"
+    assert seen["argv"] == [str(tmp_path / "mypkg" / "train.py"), "a", "b"]
+
+
+@pytest.mark.parametrize("how", ["quit", "term"])
+def test_a_standby_not_used_leaves_with_status_0_and_says_nothing(tmp_path: Path, how) -> None:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    proc, go = _start(tmp_path, ["train.py"])
+    _wait_ready(go, proc)
+    if how == "quit":
+        go.write_text(json.dumps({"quit": True}))
+        os.kill(proc.pid, signal.SIGURG)
+    else:
+        os.kill(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (0, "", "")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_warning_before_go_does_not_kill_the_standby(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    proc, go = _start(tmp_path, ["train.py"])
+    _wait_ready(go, proc)
+    os.kill(proc.pid, signal.SIGUSR1)
+    go.write_text(json.dumps({"env": {}}))
+    os.kill(proc.pid, signal.SIGURG)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+
+
+def test_a_standby_with_words_it_cannot_run_fails_at_once(tmp_path: Path) -> None:
+    proc, _ = _start(tmp_path, ["-u", "train.py"])
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "interpreter option '-u'" in err
