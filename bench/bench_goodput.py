@@ -34,8 +34,9 @@ the model, restoring the checkpoint and the first step (the part beyond it).
 
 Failure mode (``--kill-every-s N``, :mod:`goodput_failures`): instead of warned preemptions, a
 rank is killed (``kill -9``) N seconds after each program start's first step, ``--kills`` times,
-once with in-job restarts and once with requeues; goodput, lost steps and restart time of both
-are printed side by side.
+once with cold in-job restarts, once with restarts handed to a warm standby
+(``resilience.warm_standby``) and once with requeues; goodput, lost steps and restart time of
+the three are printed side by side.
 
 Usage: python bench/bench_goodput.py [--every-s 60] [--preemptions 3] [--small]
        [--spec examples/tiny-dp.yaml] [--steps N] [--set KEY=VALUE ...]
@@ -332,7 +333,8 @@ def main() -> None:
 
 
 def failure_mode(args: argparse.Namespace) -> None:
-    """``--kill-every-s``: in-job restart against requeue (:mod:`goodput_failures`)."""
+    """``--kill-every-s``: in-job restart, cold and warm, against requeue
+    (:mod:`goodput_failures`)."""
     import goodput_failures
 
     if args.small:

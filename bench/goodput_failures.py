@@ -1,7 +1,8 @@
-"""``bench_goodput.py --kill-every-s N``: a rank killed every N seconds, in-job restart against
-requeue, side by side in one run. It prints figures; it never fails on time.
+"""``bench_goodput.py --kill-every-s N``: a rank killed every N seconds, in-job restart (cold and
+handed to a warm standby) against requeue, side by side in one run. It prints figures; it never
+fails on time.
 
-Two jobs of the same spec run one after the other on the local Slurm cluster (2 nodes x 1 rank,
+Three jobs of the same spec run one after the other on the local Slurm cluster (2 nodes x 1 rank,
 ``hpcflow.examples.train``, a checkpoint every ``--interval`` steps, a ``resilience`` block
 without the hang watchdog). ``N`` seconds after each program start's first training step the
 benchmark kills one training process (``kill -9`` of rank 1, found through ``/proc``), ``kills``
@@ -10,6 +11,9 @@ times; then the job runs to its end.
 - in-job restart: ``resilience.max_in_job_restarts`` = kills + 1: the batch script starts a new
   step in the same allocation from the latest committed checkpoint (docs/protocol.md, "Hangs and
   in-job restarts").
+- warm standby: the same with ``resilience.warm_standby``: the restart is handed to a standby
+  step started beside the running one, whose ranks have imported ahead (docs/protocol.md, "Warm
+  standby").
 - requeue: ``resilience.max_in_job_restarts`` = 0. What the batch script really does then: the
   step ends, the job ends ``rank_killed`` and Slurm marks it FAILED; nothing requeues a failed job
   by itself (Slurm requeues on its own only after a node failure, or with a ``RequeueExit``
@@ -28,7 +32,7 @@ rank 0's ``<run_dir>/metrics.jsonl`` (Unix time and ``step_time_s`` of every ste
 - against the floor: before the jobs, a bare step of the same layout (:mod:`floor`: srun of
   python that imports torch, joins a gloo process group, meets at a barrier and exits) runs in
   an allocation; each arm's median restart is printed as a ratio of it (goal for the in-job
-  restart: <= 1.2).
+  restarts: <= 1.2).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ FILE -- (-m MODULE | SCRIPT) ARGS...``:
    first step (rank 0 lists them in the ``--modules`` file, :func:`record_loaded_modules`);
    an import that fails is skipped: the program imports what it needs itself;
 3. it waits for the go file (:func:`wait_for_go`): ``{"env": {...}}`` (the new try's
-   environment, docs/protocol.md, "Environment") or ``{"quit": true}``;
+   environment, docs/protocol.md, "Environment") or ``{"quit": true}``; one that comes with
+   the wake-up signal while it still imports ends the imports at once (:func:`woken`);
 4. on go it takes that environment and runs the program as ``python -m MODULE`` or ``python
    SCRIPT`` would (:mod:`runpy`: ``__name__ == "__main__"``, ``sys.argv``, ``sys.path[0]``);
    its exit status is the program's.
@@ -34,7 +35,7 @@ import signal
 import sys
 import sysconfig
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,12 +125,19 @@ def loaded_package_modules(modules: Mapping[str, Any], roots: Sequence[str]) -> 
     The program's own modules (beside its script, in its working folder) are left out: the
     standby imports installed libraries only, whose import has no effect on the program's run.
     """
-    out = []
+    out: list[str] = []
+    prefixes = tuple(roots)
+    under: dict[str, bool] = {}  # a module's folder -> it lies under a root (one realpath each)
     for name, module in list(modules.items()):
         if name == "__main__" or name.startswith("__mp_main__"):
             continue
         path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or not os.path.realpath(path).startswith(tuple(roots)):
+        if not isinstance(path, str):
+            continue
+        folder = os.path.dirname(path)
+        if folder not in under:
+            under[folder] = os.path.join(os.path.realpath(folder), "").startswith(prefixes)
+        if not under[folder]:
             continue
         out.append(name)
         if len(out) >= MAX_MODULES:
@@ -155,13 +163,15 @@ def record_loaded_modules(environ: Mapping[str, str] | None = None) -> bool:
     return True
 
 
-def preload(names: Iterable[str]) -> tuple[int, int]:
-    """Import each of ``names`` that is not loaded yet; skip any that fails. Returns (imported,
-    skipped)."""
+def preload(names: Iterable[str], stop: Callable[[], bool] = lambda: False) -> tuple[int, int]:
+    """Import each of ``names`` that is not loaded yet; skip any that fails; give up as soon as
+    ``stop()`` says so (asked before each import). Returns (imported, skipped)."""
     imported = skipped = 0
     for name in names:
         if not name or name in sys.modules:
             continue
+        if stop():
+            break
         try:
             importlib.import_module(name)
             imported += 1
@@ -195,6 +205,24 @@ def read_go(text: str) -> Go | None:
     return Go(env={str(k): str(v) for k, v in env.items()}, quit=False)
 
 
+def look(path: Path) -> Go | None:
+    """The go record in ``path``, or None while there is none."""
+    try:
+        return read_go(path.read_text())
+    except OSError:
+        return None
+
+
+def woken(path: Path) -> Go | None:
+    """The go record, if the wake-up signal came (it is taken: a wake-up without a whole record
+    is looked at again by :func:`wait_for_go`); None otherwise. One sigpending(2), no file
+    access, when no signal came: cheap enough to ask between two imports."""
+    if WAKE_SIGNAL not in signal.sigpending():
+        return None
+    signal.sigtimedwait([WAKE_SIGNAL], 0)
+    return look(path)
+
+
 def wait_for_go(path: Path, *, poll_s: float = POLL_S) -> Go:
     """Wait until ``path`` holds a whole go record; return it.
 
@@ -204,11 +232,7 @@ def wait_for_go(path: Path, *, poll_s: float = POLL_S) -> Go:
     so the hand-over does not wait for the next look, and a shared file system sees one look a
     rank every ``poll_s`` seconds, not a busy poll."""
     while True:
-        try:
-            text = path.read_text()
-        except OSError:
-            text = None
-        if text is not None and (go := read_go(text)) is not None:
+        if (go := look(path)) is not None:
             return go
         signal.sigtimedwait([WAKE_SIGNAL], poll_s)
 
@@ -269,10 +293,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             names += args.modules.read_text().split()
         except OSError:
             pass
-    preload(names)
-    go = wait_for_go(args.go)
-    if go.quit:
-        return 0
+    # A hand-over or a quit while it still imports: stop importing (the program imports the rest
+    # itself), so that neither waits for the whole list.
+    early: list[Go] = []
+
+    def handed_over() -> bool:
+        if not early and (go := woken(args.go)) is not None:
+            early.append(go)
+        return bool(early)
+
+    preload(names, stop=handed_over)
+    go = early[0] if early else wait_for_go(args.go)
+    if go.quit:  # nothing to flush: leave without the interpreter's teardown (torch's is slow)
+        os._exit(0)
     set_process_name(own_name)
     os.environ.update(go.env)
     os.environ[ENV_WARM_T0] = f"{time.time():.6f}"

@@ -209,7 +209,7 @@ class Attempt:
         self._started = time.monotonic()
         self.install_handlers()
         paths = self.job.paths
-        for stale in (paths.flag, paths.committed, paths.done, paths.warm_modules):
+        for stale in (paths.flag, paths.committed, paths.done):
             stale.unlink(missing_ok=True)
         os.environ.update({k: str(v) for k, v in self.cfg.get("env", {}).items()})
         os.environ.update({P.ENV_PREEMPT_FLAG: str(paths.flag),
@@ -244,6 +244,8 @@ class Attempt:
         yet) and what the step's environment adds to this process's (:func:`try_env`)."""
         paths, try_ = self.job.paths, self.turns.try_
         env = try_env(self.cfg, paths, try_)
+        if self.standby is not None:  # the next standby waits for this step's own module list
+            paths.warm_modules.unlink(missing_ok=True)
         folders = [paths.joined]
         if self.cfg.get("watchdog"):
             folders.append(paths.heartbeat(try_))

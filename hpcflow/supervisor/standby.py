@@ -12,7 +12,8 @@ instead of starting a new step cold.
   the step id its rank 0 wrote once ready). The standby's srun becomes the step.
 - Not used: after a node was excluded (its layout no longer matches), when it has ended (a
   lost node, an interpreter that cannot import hpcflow), or when the job ends: then it is told
-  to quit (``{"quit": true}``), so it leaves with status 0 and nothing in the job log.
+  to quit (``{"quit": true}`` and the wake-up), so it leaves with status 0 and nothing in the
+  job log.
 """
 
 from __future__ import annotations
@@ -140,14 +141,14 @@ class Standby:
         return proc
 
     def quit(self) -> None:
-        """Tell a standby that is not needed to leave: the quit record, and TERM to its ranks
-        (``scancel --signal=TERM <job>.<step>``), on either of which they leave with status 0
-        and nothing in the job log. Its srun is ended after :data:`QUIT_WAIT_S` if it is still
-        there (srun ends a step it is sent TERM for with KILL: srun(1), SIGNALS)."""
+        """Tell a standby that is not needed to leave: the quit record and the wake-up, on which
+        its ranks leave with status 0 and nothing in the job log, even while they import. Its
+        srun is ended after :data:`QUIT_WAIT_S` if it is still there (srun then ends the step:
+        srun(1), SIGNALS)."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
-        self._send({"quit": True}, wake="TERM")
+        self._send({"quit": True})
         try:
             proc.wait(timeout=QUIT_WAIT_S)
         except subprocess.TimeoutExpired:
@@ -158,9 +159,9 @@ class Standby:
                 proc.kill()
                 proc.wait()
 
-    def _send(self, record: Mapping[str, Any], *, wake: str = "URG") -> None:
-        """Write the go file, then send ``wake`` to the standby step (once its rank 0 has
-        written the step's id), waiting for scancel only for TERM."""
+    def _send(self, record: Mapping[str, Any]) -> None:
+        """Write the go file, then wake the standby step (once its rank 0 has written the step's
+        id; scancel is not waited for)."""
         try:
             fsutil.write_atomic(self.go_file, json.dumps(record), mode=0o600, durable=False)
         except OSError as exc:
@@ -169,11 +170,9 @@ class Standby:
         step = (facts.read_small(self._step_file) or "").strip()
         if not step.isdigit():
             return  # not started yet: it finds the record at its first look
-        argv = ["scancel", f"--signal={wake}", f"{self.job_id}.{step}"]
         try:
-            sent = self.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-            if wake == "TERM":
-                sent.wait(timeout=QUIT_WAIT_S)
-        except (OSError, subprocess.TimeoutExpired):
+            self.popen(["scancel", "--signal=URG", f"{self.job_id}.{step}"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        except OSError:
             pass  # the standby looks at its go file again within its poll

@@ -216,3 +216,44 @@ def test_a_standby_with_words_it_cannot_run_fails_at_once(tmp_path: Path) -> Non
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "interpreter option '-u'" in err
+
+
+SLOW = """\
+import os, time
+with open(os.environ["IMPORTED"], "a") as f:
+    f.write(__name__ + "\\n")
+time.sleep(1.0)
+"""
+
+
+@pytest.mark.parametrize("record", [{"env": {}}, {"quit": True}])
+def test_a_hand_over_or_a_quit_while_importing_ends_the_imports(tmp_path: Path, record) -> None:
+    names = [f"slow_{i}" for i in range(20)]
+    for name in names:
+        (tmp_path / f"{name}.py").write_text(SLOW)
+    (tmp_path / "modules").write_text("".join(f"{n}\n" for n in names))
+    (tmp_path / "train.py").write_text(SCRIPT)
+    imported = tmp_path / "imported"
+    go = tmp_path / "standby.go"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
+    env.update({"OUT": str(tmp_path / "out.json"), "IMPORTED": str(imported),
+                "SLURM_PROCID": "0", "SLURM_STEP_ID": "7"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.runtime.standby", "--go", str(go), "--modules",
+         str(tmp_path / "modules"), "--", "train.py"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not imported.exists():  # into the list's imports
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    go.write_text(json.dumps(record))
+    os.kill(proc.pid, signal.SIGURG)
+    _, err = proc.communicate(timeout=60)
+    assert len(imported.read_text().split()) < len(names)  # it did not import the whole list
+    if "quit" in record:
+        assert (proc.returncode, err) == (0, "")
+        assert not (tmp_path / "out.json").exists()
+    else:
+        assert proc.returncode == 3, err
+        assert json.loads((tmp_path / "out.json").read_text())["name"] == "__main__"

@@ -132,7 +132,7 @@ def test_a_standby_on_other_nodes_than_the_restart_quits(standby) -> None:
     (state / "standby-42-1-1.go.step").write_text("3")
     assert sb.take({}, ["n1"]) is None
     assert json.loads((state / "standby-42-1-1.go").read_text()) == {"quit": True}
-    assert popen.started[1].argv == ["scancel", "--signal=TERM", "42.3"]
+    assert popen.started[1].argv == ["scancel", "--signal=URG", "42.3"]
     assert popen.started[0].returncode == 0 and not popen.started[0].terminated
 
 
