@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from hpcflow.protocol import STANDBY_PYTHON_OPTIONS, split_python_options
 from hpcflow.spec.envvalues import EnvFromFile, EnvValue  # noqa: F401 - EnvFromFile re-exported
 from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_LEAD_S re-exported
     CONTROL_RE,
@@ -331,7 +332,9 @@ PYTHON_NAME_RE = re.compile(r"python(\d+(\.\d+)*)?")
 def _warm_standby_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:
     """What a warm standby (:mod:`hpcflow.runtime.standby`) needs: srun's ranks (torchrun
     starts its own), no container (pyxis starts one per step), and a Python program it can run
-    itself: ``program.module``, or an argv ``[python, SCRIPT, ARGS...]``."""
+    itself: ``program.module``, or an argv ``[python, SCRIPT, ARGS...]`` or ``[python, -m,
+    MODULE, ARGS...]`` (interpreter options of :data:`STANDBY_PYTHON_OPTIONS` allowed, e.g.
+    hpcflow.launch's ``python -u -m submitit.core._submit``)."""
     field = "resilience.warm_standby"
     if spec.launcher != "srun":
         return [(field, True, f"needs launcher: srun (launcher is {spec.launcher!r}): "
@@ -339,11 +342,15 @@ def _warm_standby_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:
     if spec.container is not None:
         return [(field, True, "cannot run with container: the container starts with each step")]
     argv = spec.program.argv
-    if spec.program.module is None and argv is not None and not (
-            len(argv) >= 2 and PYTHON_NAME_RE.fullmatch(os.path.basename(argv[0]))
-            and not argv[1].startswith("-")):
+    if spec.program.module is not None or argv is None:
+        return []
+    _, program = split_python_options(argv[1:])
+    runs = (program[:1] == ["-m"] and len(program) >= 2) or (
+        bool(program) and not program[0].startswith("-"))
+    if not (PYTHON_NAME_RE.fullmatch(os.path.basename(argv[0])) and runs):
         return [(field, True, "needs a Python program: program.module, or program.argv "
-                 f"[python, script.py, ...] (argv is {argv[:2]!r}...)")]
+                 "[python, script.py, ...] or [python, -m, module, ...], with no interpreter "
+                 f"option but {', '.join(STANDBY_PYTHON_OPTIONS)} (argv is {argv[:3]!r}...)")]
     return []
 
 

@@ -105,7 +105,8 @@ class ResilienceSpec(SpecModel):
             "ranks started ahead, with torch and the libraries the program loaded imported, "
             "that an in-job restart is handed to instead of a cold start. Costs one idle "
             "interpreter per rank (host memory, no GPU). Needs launcher: srun, and a program "
-            "that is program.module or an argv [python, script.py, ...]."
+            "that is program.module or an argv [python, script.py, ...] or [python, -m, "
+            "module, ...] (interpreter options: -u, -B, -O, -OO, -s, -E)."
         ),
     )
     exclude_after_failures: StrictInt = Field(

@@ -44,7 +44,9 @@ def standby_argv(cfg: Mapping[str, Any], *, exclude: Sequence[str], go_file: Pat
 
     Args:
         cfg: the supervisor's settings; ``cfg["step"]["program"]`` is ``[python, -m, MODULE,
-            ...]`` or ``[python, SCRIPT, ...]`` (the spec validates it, ``resilience.warm_standby``).
+            ...]`` or ``[python, SCRIPT, ...]``, maybe with interpreter options such as ``-u``
+            after ``python`` (:data:`hpcflow.protocol.STANDBY_PYTHON_OPTIONS`; the spec
+            validates it, ``resilience.warm_standby``), which the standby's interpreter gets.
         exclude: hosts the step avoids.
         go_file: the file the standby waits for.
         modules_file: the module list of the running step's rank 0.
@@ -54,8 +56,9 @@ def standby_argv(cfg: Mapping[str, Any], *, exclude: Sequence[str], go_file: Pat
     argv = ["srun", *step["srun"], "--overlap"]
     if exclude:
         argv.append(f"--exclude={','.join(exclude)}")
-    return argv + [words[0], "-m", "hpcflow.runtime.standby", "--go", str(go_file),
-                   "--modules", str(modules_file), "--", *words[1:]]
+    options, program = P.split_python_options(words[1:])
+    return argv + [words[0], *options, "-m", "hpcflow.runtime.standby", "--go", str(go_file),
+                   "--modules", str(modules_file), "--", *program]
 
 
 def standby_due(elapsed_s: float, modules_listed: bool) -> bool:

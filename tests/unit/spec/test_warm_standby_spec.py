@@ -34,6 +34,8 @@ def test_off_by_default_and_rendered_for_the_supervisor() -> None:
     pytest.param({"module": "pkg.train", "args": ["--steps", "3"]}, id="module"),
     pytest.param({"argv": ["python3", "train.py", "--lr", "1e-3"]}, id="python-script"),
     pytest.param({"argv": ["/opt/venv/bin/python3.11", "/work/train.py"]}, id="absolute-python"),
+    pytest.param({"argv": ["python3", "-u", "-m", "submitit.core._submit", "/f"]},
+                 id="options-and-module-as-hpcflow-launch-runs-it"),
 ])
 def test_python_programs_can_have_a_standby(program) -> None:
     assert job(program=program, resilience={"warm_standby": True}).resilience.warm_standby
@@ -44,9 +46,11 @@ def test_python_programs_can_have_a_standby(program) -> None:
                                             "torchrun"], id="torchrun"),
     pytest.param({"program": {"argv": ["/opt/bin/train", "--lr", "1"]}},
                  ["resilience.warm_standby", "program.module", "/opt/bin/train"], id="not-python"),
-    pytest.param({"program": {"argv": ["python", "-u", "train.py"]}},
-                 ["resilience.warm_standby", "[python, script.py, ...]", "-u"],
-                 id="interpreter-option"),
+    pytest.param({"program": {"argv": ["python", "-X", "importtime", "train.py"]}},
+                 ["resilience.warm_standby", "[python, script.py, ...]", "-X", "-u, -B"],
+                 id="interpreter-option-it-cannot-pass-on"),
+    pytest.param({"program": {"argv": ["python", "-u", "-m"]}}, ["resilience.warm_standby"],
+                 id="dash-m-without-module"),
     pytest.param({"program": {"argv": ["python"]}}, ["resilience.warm_standby"], id="no-script"),
     pytest.param({"container": {"image": "nvcr.io#nvidia/pytorch:24.05-py3"}},
                  ["resilience.warm_standby", "container"], id="container"),

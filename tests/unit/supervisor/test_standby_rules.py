@@ -32,6 +32,16 @@ def test_the_standby_step_is_the_steps_layout_overlapping_it(program, tail, tmp_
                     str(tmp_path / "m"), "--", *tail]
 
 
+def test_interpreter_options_go_to_the_standbys_interpreter(tmp_path) -> None:
+    program = ["/venv/bin/python", "-u", "-B", "-m", "submitit.core._submit", "/f"]
+    argv = standby_argv(_cfg(program), exclude=[], go_file=tmp_path / "g",
+                        modules_file=tmp_path / "m")
+    start = argv.index("/venv/bin/python")
+    assert argv[start:start + 5] == ["/venv/bin/python", "-u", "-B", "-m",
+                                     "hpcflow.runtime.standby"]
+    assert argv[argv.index("--", start):] == ["--", "-m", "submitit.core._submit", "/f"]
+
+
 def test_without_excluded_nodes_there_is_no_exclude_option(tmp_path) -> None:
     argv = standby_argv(_cfg(["python", "t.py"]), exclude=[], go_file=tmp_path / "g",
                         modules_file=tmp_path / "m")
