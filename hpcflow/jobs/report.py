@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hpcflow import ending_kinds as K
+from hpcflow import protocol as P
 from hpcflow.jobs.hangs import suspected_hangs
 from hpcflow.jobs.intervals import interval_choice
 from hpcflow.jobs.joblog import SRUN_TASK, TIME, split_log
@@ -348,7 +349,17 @@ def _failure(att: AttemptLedger, kind: str, t: float | None, seg: dict[int, floa
 
 
 def _event_detail(event: Mapping[str, Any]) -> str:
-    """The fields of an in-job failure event other than the common ones, as ``k=v`` words."""
+    """The fields of an in-job failure event other than the common ones, as ``k=v`` words; an
+    in-job restart without a committed checkpoint (``step_restart`` with ``"step": null``,
+    docs/protocol.md) says ``from the start`` instead of ``step=null``."""
     common = {"event", "time", "job_id", "restart"}
-    return " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(event.items()) if k not in common)
+    words = []
+    for k, v in sorted(event.items()):
+        if k in common:
+            continue
+        if k == "step" and v is None and event.get("event") == P.EVENT_STEP_RESTART:
+            words.append("from the start (no committed checkpoint)")
+        else:
+            words.append(f"{k}={json.dumps(v)}")
+    return " ".join(words)
 

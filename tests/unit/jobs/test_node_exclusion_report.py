@@ -63,3 +63,18 @@ def test_excluded_nodes_are_listed_per_attempt() -> None:
     assert excluded_nodes(LEDGER) == [
         {"attempt": 1, "node": "n1", "failures": 2, "spare": False, "time": 120}]
     assert excluded_nodes(LEDGER[:4]) == []
+
+
+def test_a_restart_without_a_checkpoint_reads_from_the_start() -> None:
+    ledger = [
+        ev("attempt_start", 100, nodelist="n1"),
+        ev("step_end", 110, rc=137, node="n1"),
+        ev("step_restart", 110, **{"try": 1, "rc": 137, "cause": "rank_failure", "step": None}),
+        ev("step_end", 150, rc=0, node=None),
+        ev("job_end", 150, rc=0, reason="completed"),
+    ]
+    rep = build_report("7", submitted_at=90, events=ledger, log_text=LOG, now_s=200,
+                       alive=False)
+    (failure,) = rep.failures
+    assert "from the start (no committed checkpoint)" in failure.detail
+    assert "step=null" not in failure.detail and 'cause="rank_failure"' in failure.detail
