@@ -323,9 +323,11 @@ class Attempt:
         timer_at = self.turns.timer_at
         if timer_at is not None and time.time() >= timer_at:
             self.turns.deadline(self.step.pid if self.step else 0)
-        # No new standby once the job is being stopped: a warning, or Slurm's TERM.
+        # No new standby once the job is being stopped (a warning, Slurm's TERM), nor when no
+        # in-job restart is left to hand it.
         if (self.standby is not None and not self.turns.state.warnings
-                and not self.turns.terminated):
+                and not self.turns.terminated
+                and self.turns.try_ < int(self.cfg.get("max_in_job_restarts", 0))):
             self.standby.maybe_start(elapsed_s=time.monotonic() - self._step_started,
                                      exclude=self._exclude)
 

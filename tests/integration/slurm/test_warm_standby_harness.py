@@ -34,9 +34,11 @@ with open(os.path.join(log, f"try-{try_}.json"), "w") as f:
                "attempt_t0": os.environ.get("HPCFLOW_ATTEMPT_T0"),
                "step": os.environ.get("SLURM_STEP_ID"), "argv": sys.argv[1:],
                "colorsys_loaded_ahead": "colorsys" in sys.modules}, f)
+with open(os.environ["HPCFLOW_WARM_MODULES"], "w") as f:
+    f.write("colorsys\\n")
+if try_ == "1":  # long enough for a standby to start, were one due
+    time.sleep(2.5)
 if try_ == "0":
-    with open(os.environ["HPCFLOW_WARM_MODULES"], "w") as f:
-        f.write("colorsys\\n")
     deadline = time.time() + 30
     while time.time() < deadline:
         calls = open(os.path.join(log, "srun.calls"), "rb").read()
@@ -88,5 +90,7 @@ def test_the_restart_is_handed_to_the_standby_started_beside_the_step(harness) -
     assert second["argv"] == ["--lr", "0.1"]
     assert second["colorsys_loaded_ahead"]
     assert "the restart is handed to warm standby 1" in run.stderr
+    # No restart was left (max_in_job_restarts: 1): no second standby.
+    assert len(standby) == 1 and "warm standby 2" not in run.stderr
     # A standby that was never used leaves with nothing in the log.
     assert "Traceback" not in run.stderr and "Terminated" not in run.stderr
