@@ -341,6 +341,9 @@ def _warm_standby_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:
                  "torchrun starts the ranks itself")]
     if spec.container is not None:
         return [(field, True, "cannot run with container: the container starts with each step")]
+    if spec.resilience is not None and spec.resilience.max_in_job_restarts == 0:
+        return [(field, True, "needs resilience.max_in_job_restarts of at least 1 (it is 0): "
+                 "the standby only ever takes an in-job restart")]
     argv = spec.program.argv
     if spec.program.module is not None or argv is None:
         return []

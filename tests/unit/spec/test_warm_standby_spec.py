@@ -52,12 +52,15 @@ def test_python_programs_can_have_a_standby(program) -> None:
     pytest.param({"program": {"argv": ["python", "-u", "-m"]}}, ["resilience.warm_standby"],
                  id="dash-m-without-module"),
     pytest.param({"program": {"argv": ["python"]}}, ["resilience.warm_standby"], id="no-script"),
+    pytest.param({"resilience": {"warm_standby": True, "max_in_job_restarts": 0}},
+                 ["resilience.warm_standby", "max_in_job_restarts", "at least 1"],
+                 id="no-in-job-restart"),
     pytest.param({"container": {"image": "nvcr.io#nvidia/pytorch:24.05-py3"}},
                  ["resilience.warm_standby", "container"], id="container"),
 ])
 def test_what_a_standby_cannot_run_is_refused(changes: dict, expected: list[str]) -> None:
     with pytest.raises(SpecError) as info:
-        job(resilience={"warm_standby": True}, **changes)
+        job(**{"resilience": {"warm_standby": True}, **changes})
     text = str(info.value)
     for word in expected:
         assert word in text, text
