@@ -68,7 +68,7 @@ from hpcflow.jobs.report_load import load_report
 from hpcflow.local_cluster.rehearse import rehearse
 from hpcflow.protocol import TAG_STARTUP
 from hpcflow.runtime.startup import PHASES
-from hpcflow.supervisor.attempt import COST_LINE
+from hpcflow.supervisor.commands import COST_LINE
 
 REPO = Path(__file__).resolve().parent.parent
 GOAL_GOODPUT = 0.97
@@ -181,7 +181,7 @@ def report_phases(m: dict, phases: dict[int, dict], floor: float) -> None:
 
 def supervisor_costs(job_id: str) -> list[tuple[float, float]]:
     """Each attempt's ``the supervisor used <cpu> s of CPU in <wall> s`` line of the job log
-    (:func:`hpcflow.supervisor.attempt.own_cost_line`), in order."""
+    (:func:`hpcflow.supervisor.commands.own_cost_line`), in order."""
     rec = records.find_job(job_id)
     if rec is None:
         return []

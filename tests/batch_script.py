@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from hpcflow.supervisor.attempt import spot_watch_argv, step_argv
+from hpcflow.supervisor.commands import spot_watch_argv, step_argv
 
 MARK = "\nhpcflow_config="
 

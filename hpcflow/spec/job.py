@@ -9,7 +9,6 @@ reported together in one :class:`~hpcflow.errors.SpecError` before anything is w
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path, PurePath
 from typing import Annotated, Any, Literal
@@ -22,7 +21,6 @@ from pydantic import (
     model_validator,
 )
 
-from hpcflow.protocol import STANDBY_PYTHON_OPTIONS, split_python_options
 from hpcflow.spec.envvalues import EnvFromFile, EnvValue  # noqa: F401 - EnvFromFile re-exported
 from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_LEAD_S re-exported
     CONTROL_RE,
@@ -57,7 +55,7 @@ from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's pub
     ProgramSpec,
     lead_for_short_jobs,
 )
-from hpcflow.spec.job_resilience import ResilienceSpec, resilience_switch
+from hpcflow.spec.job_resilience import ResilienceSpec, resilience_switch, warm_standby_problems
 from hpcflow.spec.loading import (
     apply_overrides,
     keep_literal_scalars,
@@ -297,7 +295,10 @@ class JobSpec(SpecModel):
                 "use spare_nodes: 0 or launcher: srun",
             ))
         if self.resilience is not None and self.resilience.warm_standby:
-            problems.extend(_warm_standby_problems(self))
+            problems.extend(warm_standby_problems(
+                launcher=self.launcher, container=self.container is not None,
+                module=self.program.module, argv=self.program.argv,
+                max_in_job_restarts=self.resilience.max_in_job_restarts))
         if spare and self.nodes + spare > MAX_NODES:
             problems.append(("resilience.spare_nodes", spare,
                              f"nodes + spare_nodes must be at most {MAX_NODES}"))
@@ -323,38 +324,6 @@ class JobSpec(SpecModel):
     def ntasks(self) -> int:
         """Total ranks: nodes x tasks_per_node."""
         return self.nodes * self.tasks_per_node
-
-
-#: An interpreter's command name: ``python``, ``python3``, ``python3.11``.
-PYTHON_NAME_RE = re.compile(r"python(\d+(\.\d+)*)?")
-
-
-def _warm_standby_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:
-    """What a warm standby (:mod:`hpcflow.runtime.standby`) needs: srun's ranks (torchrun
-    starts its own), no container (pyxis starts one per step), and a Python program it can run
-    itself: ``program.module``, or an argv ``[python, SCRIPT, ARGS...]`` or ``[python, -m,
-    MODULE, ARGS...]`` (interpreter options of :data:`STANDBY_PYTHON_OPTIONS` allowed, e.g.
-    hpcflow.launch's ``python -u -m submitit.core._submit``)."""
-    field = "resilience.warm_standby"
-    if spec.launcher != "srun":
-        return [(field, True, f"needs launcher: srun (launcher is {spec.launcher!r}): "
-                 "torchrun starts the ranks itself")]
-    if spec.container is not None:
-        return [(field, True, "cannot run with container: the container starts with each step")]
-    if spec.resilience is not None and spec.resilience.max_in_job_restarts == 0:
-        return [(field, True, "needs resilience.max_in_job_restarts of at least 1 (it is 0): "
-                 "the standby only ever takes an in-job restart")]
-    argv = spec.program.argv
-    if spec.program.module is not None or argv is None:
-        return []
-    _, program = split_python_options(argv[1:])
-    runs = (program[:1] == ["-m"] and len(program) >= 2) or (
-        bool(program) and not program[0].startswith("-"))
-    if not (PYTHON_NAME_RE.fullmatch(os.path.basename(argv[0])) and runs):
-        return [(field, True, "needs a Python program: program.module, or program.argv "
-                 "[python, script.py, ...] or [python, -m, module, ...], with no interpreter "
-                 f"option but {', '.join(STANDBY_PYTHON_OPTIONS)} (argv is {argv[:3]!r}...)")]
-    return []
 
 
 def _is_under(path: str, folder: str) -> bool:

@@ -12,10 +12,13 @@ checkpoint that hpcflow's runtime committed."""
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 from pydantic import Field, model_validator
 
+from hpcflow.protocol import STANDBY_PYTHON_OPTIONS, split_python_options
 from hpcflow.spec.job_fields import SpecModel, StrictInt
 
 #: A day: no section of a sane job waits longer without a heartbeat.
@@ -138,3 +141,37 @@ def resilience_switch(value: Any) -> Any:
     if value is True:
         return {}
     return value
+
+
+#: An interpreter's command name: ``python``, ``python3``, ``python3.11``.
+PYTHON_NAME_RE = re.compile(r"python(\d+(\.\d+)*)?")
+
+
+def warm_standby_problems(*, launcher: str, container: bool, module: str | None,
+                          argv: list[str] | None,
+                          max_in_job_restarts: int) -> list[tuple[str, Any, str]]:
+    """What a warm standby (:mod:`hpcflow.runtime.standby`) needs: srun's ranks (torchrun
+    starts its own), no container (pyxis starts one per step), an in-job restart to take, and a
+    Python program it can run itself: ``program.module``, or an argv ``[python, SCRIPT,
+    ARGS...]`` or ``[python, -m, MODULE, ARGS...]`` (interpreter options of
+    :data:`~hpcflow.protocol.STANDBY_PYTHON_OPTIONS` allowed, e.g. hpcflow.launch's ``python -u
+    -m submitit.core._submit``). Returns ``(field, value, message)`` of each problem."""
+    field = "resilience.warm_standby"
+    if launcher != "srun":
+        return [(field, True, f"needs launcher: srun (launcher is {launcher!r}): "
+                 "torchrun starts the ranks itself")]
+    if container:
+        return [(field, True, "cannot run with container: the container starts with each step")]
+    if max_in_job_restarts == 0:
+        return [(field, True, "needs resilience.max_in_job_restarts of at least 1 (it is 0): "
+                 "the standby only ever takes an in-job restart")]
+    if module is not None or argv is None:
+        return []
+    _, program = split_python_options(argv[1:])
+    runs = (program[:1] == ["-m"] and len(program) >= 2) or (
+        bool(program) and not program[0].startswith("-"))
+    if not (PYTHON_NAME_RE.fullmatch(os.path.basename(argv[0])) and runs):
+        return [(field, True, "needs a Python program: program.module, or program.argv "
+                 "[python, script.py, ...] or [python, -m, module, ...], with no interpreter "
+                 f"option but {', '.join(STANDBY_PYTHON_OPTIONS)} (argv is {argv[:3]!r}...)")]
+    return []

@@ -37,11 +37,18 @@ from typing import Any
 from hpcflow import fsutil
 from hpcflow import protocol as P
 from hpcflow.supervisor import facts
+from hpcflow.supervisor.commands import (
+    own_cost_line,
+    spot_watch_argv,
+    step_argv,
+    step_status,
+    try_env,
+    watchdog_argv,
+)
 from hpcflow.supervisor.standby import Standby
 from hpcflow.supervisor.turns import Job, Turns, log
 
-__all__ = ["Attempt", "spot_watch_argv", "step_argv", "step_status", "try_env", "warning_lines",
-           "watchdog_argv"]
+__all__ = ["Attempt", "warning_lines"]
 
 #: Most seconds between two looks at the signals file and the stop timer while the step runs.
 #: The loop sleeps in select(2) on the step's pidfd (pidfd_open(2), Linux >= 5.3) and on the
@@ -56,96 +63,6 @@ def warning_lines(text: str, signal_name: str) -> int:
     A line of another signal, or a last line not yet ended by its newline, does not count."""
     lines = text.split("\n")[:-1]  # the part after the last newline is not a whole line yet
     return sum(1 for line in lines if line.split()[:1] == [signal_name])
-
-
-def step_status(returncode: int) -> int:
-    """srun's status as the shell reports it: ``128 + N`` for a process killed by signal N
-    (bash(1), EXIT STATUS), where :mod:`subprocess` gives ``-N``."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def step_argv(cfg: Mapping[str, Any], *, job_id: str, exclude: Sequence[str] = (),
-              rdzv_host: str = "", nnodes: str = "") -> list[str]:
-    """The step's command: ``srun <options> [--exclude=<hosts>] [torchrun ...] <program>``.
-
-    Args:
-        cfg: the supervisor's settings (:func:`hpcflow.slurm.render.supervisor_config`).
-        job_id: ``SLURM_JOB_ID`` (torchrun's rendezvous id and port).
-        exclude: hosts the step avoids (nodes excluded after failures).
-        rdzv_host: torchrun's rendezvous host, the allocation's first.
-        nnodes: ``SLURM_NNODES`` for torchrun's ``--nnodes`` ("": the spec's ``nodes``).
-    """
-    step = cfg["step"]
-    argv = ["srun", *step["srun"]]
-    if exclude:
-        argv.append(f"--exclude={','.join(exclude)}")
-    torchrun = step.get("torchrun")
-    if torchrun:
-        # c10d's rendezvous on the first node, on the port derived from the job id
-        # (hpcflow.protocol.port_for_job_number), so two jobs sharing a node do not collide.
-        argv += [torchrun["python"], "-m", "torch.distributed.run",
-                 f"--nnodes={nnodes or cfg['step_nodes']}",
-                 f"--nproc-per-node={torchrun['nproc_per_node']}",
-                 "--rdzv-backend=c10d",
-                 f"--rdzv-endpoint={rdzv_host}:{P.port_for_job_number(int(job_id))}",
-                 f"--rdzv-id={job_id}"]
-    return argv + list(step["program"])
-
-
-#: The start of the supervisor's own cost line in the job log (bench/bench_goodput.py reads it).
-COST_LINE = "the supervisor used"
-
-
-def own_cost_line(wall_s: float) -> str:
-    """``the supervisor used <cpu> s of CPU in <wall> s``: this process's own CPU time (user +
-    system, getrusage(2) RUSAGE_SELF: not the steps', not the watchdog's), so that what it adds
-    to an attempt is measured, not assumed."""
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return f"{COST_LINE} {usage.ru_utime + usage.ru_stime:.2f} s of CPU in {wall_s:.1f} s"
-
-
-def try_env(cfg: Mapping[str, Any], paths: facts.Paths, try_: int) -> dict[str, str]:
-    """What one step's ranks get beside the attempt's environment (docs/protocol.md,
-    "Environment"): the try, where a failing rank leaves its exception, with the watchdog its
-    heartbeat folder and interval, and for an in-job restart (``try_`` > 0) the step's start as
-    ``HPCFLOW_ATTEMPT_T0``, so that the restarted ranks' ``hpcflow-startup`` line times the
-    restart from the supervisor's start of the new step (the batch script's start otherwise)."""
-    env = {P.ENV_STEP_TRY: str(try_), P.ENV_ERROR_DIR: str(paths.errors(try_))}
-    if try_ > 0:  # an in-job restart: its start-up runs from this step's start
-        env[P.ENV_ATTEMPT_T0] = f"{time.time():.6f}"
-    if cfg.get("warm_standby"):
-        env[P.ENV_WARM_MODULES] = str(paths.warm_modules)
-    if cfg.get("watchdog"):
-        env[P.ENV_HEARTBEAT_DIR] = str(paths.heartbeat(try_))
-        env[P.ENV_HEARTBEAT_INTERVAL_S] = str(cfg["watchdog"]["heartbeat_interval_s"])
-    return env
-
-
-def watchdog_argv(cfg: Mapping[str, Any], paths: facts.Paths, try_: int) -> list[str]:
-    """The hang watchdog beside one step (``python -m hpcflow.watchdog``), with the settings
-    of the spec's ``resilience.timeouts``; ``[]`` without the watchdog."""
-    wd = cfg.get("watchdog")
-    if not wd:
-        return []
-    return [str(cfg["hpcflow_python"]), "-m", "hpcflow.watchdog",
-            "--heartbeat-dir", str(paths.heartbeat(try_)), "--ntasks", str(cfg["ntasks"]),
-            "--run-dir", str(paths.run_dir), "--job-id", paths.job_id,
-            "--restart", str(paths.restart), "--try", str(try_), *wd["options"],
-            "--parent-pid", str(os.getpid())]
-
-
-def spot_watch_argv(cfg: Mapping[str, Any], job_id: str) -> list[str]:
-    """``preemption.spot_watch`` (docs/spot.md): one spot watcher per node of the allocation
-    (spares included), for this job only, in a step of its own that shares the job's resources
-    (``srun --overlap``); Slurm ends it with the job. ``[]`` when the spec does not ask."""
-    nodes = cfg.get("spot_watch_nodes")
-    if not nodes:
-        return []
-    return ["srun", "--overlap", "--kill-on-bad-exit=0", f"--nodes={nodes}", f"--ntasks={nodes}",
-            "--ntasks-per-node=1", "--cpus-per-task=1", str(cfg["hpcflow_python"]), "-m",
-            "hpcflow", "spot-watch", "--job", job_id]
 
 
 class Attempt:

@@ -15,7 +15,7 @@ from batch_script import supervisor_config
 
 from hpcflow.slurm.render import render_sbatch
 from hpcflow.spec.job import JobSpec
-from hpcflow.supervisor.attempt import try_env, watchdog_argv
+from hpcflow.supervisor.commands import try_env, watchdog_argv
 from hpcflow.supervisor.facts import Paths
 
 PYTHON = "/opt/my venv/bin/python"

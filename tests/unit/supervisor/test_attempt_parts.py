@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpcflow.supervisor.attempt import step_status, warning_lines
+from hpcflow.supervisor.attempt import warning_lines
+from hpcflow.supervisor.commands import step_status
 
 
 @pytest.mark.parametrize(("returncode", "status"), [
