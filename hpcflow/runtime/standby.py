@@ -44,7 +44,7 @@ from hpcflow.fsutil import write_atomic
 from hpcflow.protocol import ENV_WARM_MODULES, ENV_WARM_T0
 
 __all__ = ["Go", "Program", "loaded_package_modules", "main", "mark_step", "parse_program",
-           "preload", "read_go", "record_loaded_modules", "wait_for_go"]
+           "preload", "preload_names", "read_go", "record_loaded_modules", "wait_for_go"]
 
 #: Seconds between two looks at the go file when no wake-up signal comes.
 POLL_S = 0.5
@@ -161,6 +161,13 @@ def record_loaded_modules(environ: Mapping[str, str] | None = None) -> bool:
     except OSError:
         return False
     return True
+
+
+def preload_names(listed: Sequence[str], program: Program) -> list[str]:
+    """What a standby imports ahead: :data:`ALWAYS`, then the listed modules, without the
+    program's own module (``python -m MODULE``: runpy runs it fresh as ``__main__``; imported
+    ahead, its top level would run twice)."""
+    return [n for n in (*ALWAYS, *listed) if n != program.module]
 
 
 def preload(names: Iterable[str], stop: Callable[[], bool] = lambda: False) -> tuple[int, int]:
@@ -287,12 +294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     mark_step(args.go, os.environ)
     for name in ("SIGUSR1", "SIGUSR2"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)
-    names = list(ALWAYS)
+    listed: list[str] = []
     if args.modules is not None:
         try:
-            names += args.modules.read_text().split()
+            listed = args.modules.read_text().split()
         except OSError:
             pass
+    names = preload_names(listed, program)
     # A hand-over or a quit while it still imports: stop importing (the program imports the rest
     # itself), so that neither waits for the whole list.
     early: list[Go] = []

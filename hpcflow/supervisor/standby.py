@@ -149,8 +149,14 @@ class Standby:
         srun is ended after :data:`QUIT_WAIT_S` if it is still there (srun then ends the step:
         srun(1), SIGNALS)."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
+        if proc is not None and proc.poll() is None:
+            self._stop(proc)
+        for number in range(1, self.number + 1):  # the files of this attempt's standbys
+            go = self.state / P.standby_go_name(self.job_id, self.restart, number)
+            for path in (go, go.with_name(go.name + ".step")):
+                path.unlink(missing_ok=True)
+
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
         self._send({"quit": True})
         try:
             proc.wait(timeout=QUIT_WAIT_S)

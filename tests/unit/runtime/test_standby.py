@@ -91,6 +91,14 @@ def test_preload_imports_what_it_can_and_skips_the_rest() -> None:
     assert "colorsys" in sys.modules
 
 
+def test_the_programs_own_module_is_never_imported_ahead() -> None:
+    module = sb.Program(module="pkg.train", script=None, args=())
+    assert sb.preload_names(["numpy", "pkg.train", "pkg.model"], module) == [
+        *sb.ALWAYS, "numpy", "pkg.model"]
+    script = sb.Program(module=None, script="train.py", args=())
+    assert sb.preload_names(["pkg.train"], script) == [*sb.ALWAYS, "pkg.train"]
+
+
 @pytest.mark.parametrize(("text", "go"), [
     ('{"env": {"A": "1", "B": 2}}', sb.Go(env={"A": "1", "B": "2"}, quit=False)),
     ('{"quit": true}', sb.Go(env={}, quit=True)),
@@ -123,13 +131,19 @@ sys.exit(3)
 
 
 def _start(tmp_path: Path, words: list[str], *, cwd: Path | None = None,
-           env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], Path]:
+           env: dict[str, str] | None = None,
+           modules: list[str] = ()) -> tuple[subprocess.Popen[str], Path]:
     go = tmp_path / "standby.go"
+    listed = []
+    if modules:
+        (tmp_path / "modules").write_text("".join(f"{m}\n" for m in modules))
+        listed = ["--modules", str(tmp_path / "modules")]
     full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
     full.update({"OUT": str(tmp_path / "out.json"), "SLURM_PROCID": "0",
                  "SLURM_STEP_ID": "7", **(env or {})})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hpcflow.runtime.standby", "--go", str(go), "--", *words],
+        [sys.executable, "-m", "hpcflow.runtime.standby", "--go", str(go), *listed, "--",
+         *words],
         cwd=cwd or tmp_path, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return proc, go
 
@@ -175,7 +189,7 @@ def test_a_module_runs_as_python_dash_m_would_run_it(tmp_path: Path) -> None:
     (tmp_path / "mypkg").mkdir()
     (tmp_path / "mypkg" / "__init__.py").write_text("")
     (tmp_path / "mypkg" / "train.py").write_text(SCRIPT)
-    proc, go = _start(tmp_path, ["-m", "mypkg.train", "a", "b"])
+    proc, go = _start(tmp_path, ["-m", "mypkg.train", "a", "b"], modules=["mypkg"])
     _wait_ready(go, proc)
     go.write_text(json.dumps({"env": {}}))
     _, err = proc.communicate(timeout=60)  # no wake-up signal: found at the next look

@@ -97,6 +97,14 @@ def standby(tmp_path: Path):
     popen, lines = Popen(), []
     sb = Standby(_cfg(["python", "-m", "pkg.train"]), tmp_path, job_id="42", restart=1,
                  log=lines.append, popen=popen)
+    sb.sent = []  # the records written to go files, in order
+    write = sb._send
+
+    def send(record):
+        sb.sent.append(dict(record))
+        write(record)
+
+    sb._send = send
     return sb, popen, lines, tmp_path
 
 
@@ -141,9 +149,10 @@ def test_a_standby_on_other_nodes_than_the_restart_quits(standby) -> None:
     sb.maybe_start(elapsed_s=START_AFTER_S, exclude=[])
     (state / "standby-42-1-1.go.step").write_text("3")
     assert sb.take({}, ["n1"]) is None
-    assert json.loads((state / "standby-42-1-1.go").read_text()) == {"quit": True}
+    assert sb.sent == [{"quit": True}]
     assert popen.started[1].argv == ["scancel", "--signal=URG", "42.3"]
     assert popen.started[0].returncode == 0 and not popen.started[0].terminated
+    assert list(state.iterdir()) == []  # its go and step files are gone
 
 
 def test_quit_before_the_standby_said_its_step_ends_its_srun_after_the_wait(standby,
@@ -159,7 +168,7 @@ def test_quit_before_the_standby_said_its_step_ends_its_srun_after_the_wait(stan
 
     monkeypatch.setattr(srun, "wait", slow)
     sb.quit()
-    assert json.loads((state / "standby-42-1-1.go").read_text()) == {"quit": True}
+    assert sb.sent == [{"quit": True}]
     assert srun.terminated and len(popen.started) == 1  # no step id: no scancel
 
 
