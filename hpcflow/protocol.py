@@ -22,6 +22,7 @@ What crosses the boundary:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 #: Exit status after a committed preemption checkpoint: ``EX_TEMPFAIL`` (sysexits.h, "try again").
@@ -74,6 +75,13 @@ ENV_WARM_T0 = "HPCFLOW_WARM_T0"
 #: The commit record inside a committed ``step_<N>/`` (the same name as
 #: ``hpcflow.runtime.commit.COMMIT_NAME``); the batch script looks for it before an in-job restart.
 COMMIT_RECORD = "hpcflow-commit.json"
+#: The committed checkpoints the supervisor counts in a job's checkpoint folder, by name (the
+#: step is the group): the runtime's ``step_<N>/`` and the Hugging Face adapter's
+#: ``checkpoint-<N>/`` (hpcflow.runtime.hf), each holding :data:`COMMIT_RECORD`; the Lightning
+#: adapter's ``step_<N>.ckpt`` file (hpcflow.runtime.lightning), complete once it has that name.
+STEP_DIR_RE = re.compile(r"step_(\d+)")
+HF_CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)")
+LIGHTNING_CHECKPOINT_RE = re.compile(r"step_(\d+)\.ckpt")
 #: Signal on which a rank's ``faulthandler`` writes every thread's Python stack to its stacks
 #: file. Its default action is to ignore it (signal(7)), so it harms no process that did not
 #: register it, and it differs from the preemption signals (USR1/USR2).

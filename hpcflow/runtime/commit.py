@@ -39,13 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.fsutil import fsync_dir, write_json_atomic
+from hpcflow.protocol import STEP_DIR_RE
 
 COMMIT_NAME = "hpcflow-commit.json"
 #: The file DCP's ``FileSystemWriter.finish`` writes on the coordinator after every rank's shards
 #: are written (torch/distributed/checkpoint/filesystem.py): without it a directory is partial.
 DCP_METADATA = ".metadata"
 RECORD_FORMAT = "hpcflow-checkpoint/1"
-_STEP_DIR = re.compile(r"^step_(\d+)$")
+_STEP_DIR = STEP_DIR_RE
 _TMP_DIR = re.compile(r"^step_(\d+)\.tmp$")
 _READ_BYTES = 1024 * 1024
 #: Files hashed at once: hashlib releases the GIL on large buffers, so threads overlap the
@@ -169,7 +170,7 @@ def read_commit_record(directory: Path) -> dict[str, Any] | None:
     Valid means: the JSON parses, has this format, names the directory's step, and every listed
     file exists with the listed size (costs one ``stat`` per file).
     """
-    match = _STEP_DIR.match(directory.name)
+    match = _STEP_DIR.fullmatch(directory.name)
     if not match:
         return None
     try:
@@ -247,7 +248,7 @@ def scan(root: Path) -> CheckpointScan:
         if _TMP_DIR.match(entry.name):
             partial.append(entry)
             continue
-        match = _STEP_DIR.match(entry.name)
+        match = _STEP_DIR.fullmatch(entry.name)
         if not match or not entry.is_dir():
             continue
         if read_commit_record(entry) is None:

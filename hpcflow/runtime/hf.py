@@ -27,7 +27,6 @@ Needs the ``hf`` extra (transformers, accelerate).
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 from pathlib import Path
@@ -35,13 +34,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from hpcflow.protocol import TAG_CHECKPOINT
+from hpcflow.protocol import HF_CHECKPOINT_RE, TAG_CHECKPOINT
 from hpcflow.runtime import dist as hdist
 from hpcflow.runtime.lines import emit
 from hpcflow.runtime.run import Run
 
 #: The Trainer's checkpoint folders (transformers ``PREFIX_CHECKPOINT_DIR``).
-_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+_CHECKPOINT_RE = HF_CHECKPOINT_RE
 COMMIT_MARKER = "hpcflow-commit.json"
 
 
@@ -108,7 +107,7 @@ def latest_checkpoint(output_dir: str | Path) -> str | None:
     if hdist.get_rank() == 0 and root.is_dir():
         committed = []
         for folder in root.iterdir():
-            match = _CHECKPOINT_RE.match(folder.name)
+            match = _CHECKPOINT_RE.fullmatch(folder.name)
             if not match or not folder.is_dir():
                 continue
             if (folder / COMMIT_MARKER).is_file():
@@ -123,7 +122,7 @@ def _prune(root: Path, keep: int) -> None:
     """Keep the newest ``keep`` committed checkpoint folders (rank 0)."""
     committed = sorted(
         (int(m[1]), p) for p in root.iterdir()
-        if (m := _CHECKPOINT_RE.match(p.name)) and (p / COMMIT_MARKER).is_file()
+        if (m := _CHECKPOINT_RE.fullmatch(p.name)) and (p / COMMIT_MARKER).is_file()
     )
     for _, folder in committed[:-keep]:
         shutil.rmtree(folder, ignore_errors=True)

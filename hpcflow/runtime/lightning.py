@@ -24,7 +24,6 @@ Needs the ``lightning`` extra.
 from __future__ import annotations
 
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,12 @@ except ImportError:  # pragma: no cover - depends on what is installed
     from pytorch_lightning.callbacks import Callback
     from pytorch_lightning.plugins.environments import SLURMEnvironment
 
-from hpcflow.protocol import TAG_CHECKPOINT
+from hpcflow.protocol import LIGHTNING_CHECKPOINT_RE, TAG_CHECKPOINT
 from hpcflow.runtime import dist as hdist
 from hpcflow.runtime.lines import emit
 from hpcflow.runtime.run import Run
 
-_CKPT_RE = re.compile(r"^step_(\d+)\.ckpt$")
+_CKPT_RE = LIGHTNING_CHECKPOINT_RE
 
 
 class HpcflowCallback(Callback):
@@ -122,5 +121,5 @@ def latest_checkpoint(dirpath: str | os.PathLike[str] | None) -> str | None:
 
 
 def _committed(root: Path) -> list[Path]:
-    steps = sorted((int(m[1]), p) for p in root.iterdir() if (m := _CKPT_RE.match(p.name)))
+    steps = sorted((int(m[1]), p) for p in root.iterdir() if (m := _CKPT_RE.fullmatch(p.name)))
     return [p for _, p in steps]

@@ -26,9 +26,6 @@ __all__ = ["Paths", "SlurmJob", "error_sigs", "latest_checkpoint", "rank_exits",
 #: Most bytes read from one protocol file (exit records, joined files, commit files are tens
 #: of bytes).
 SMALL_BYTES = 64 * 1024
-_STEP_DIR = re.compile(r"step_(\d+)")
-
-
 def read_small(path: Path, limit: int = SMALL_BYTES) -> str | None:
     """The text of a small regular file, or None (missing, not regular, unreadable)."""
     try:
@@ -160,19 +157,32 @@ def committed_step(path: Path) -> int | None:
 
 
 def latest_checkpoint(checkpoint_dir: Path) -> int | None:
-    """The highest ``step_<N>/`` of the checkpoint folder that holds a commit record."""
+    """The highest step of a committed checkpoint in the checkpoint folder, in any of the forms
+    the runtime and its adapters write (:data:`hpcflow.protocol.STEP_DIR_RE` and its
+    neighbours): a ``step_<N>/`` or ``checkpoint-<N>/`` folder that holds a commit record, or a
+    ``step_<N>.ckpt`` file. A link is never followed."""
     best: int | None = None
     try:
         entries = list(os.scandir(checkpoint_dir))
     except OSError:
         return None
     for entry in entries:
-        m = _STEP_DIR.fullmatch(entry.name)
-        if m and entry.is_dir(follow_symlinks=False) and (
-                Path(entry.path) / P.COMMIT_RECORD).is_file():
-            n = int(m.group(1))
-            best = n if best is None or n > best else best
+        step = _committed_step(entry)
+        if step is not None and (best is None or step > best):
+            best = step
     return best
+
+
+def _committed_step(entry: os.DirEntry[str]) -> int | None:
+    if entry.is_dir(follow_symlinks=False):
+        m = P.STEP_DIR_RE.fullmatch(entry.name) or P.HF_CHECKPOINT_RE.fullmatch(entry.name)
+        if m and (Path(entry.path) / P.COMMIT_RECORD).is_file():
+            return int(m.group(1))
+    elif entry.is_file(follow_symlinks=False):
+        m = P.LIGHTNING_CHECKPOINT_RE.fullmatch(entry.name)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 @dataclass(frozen=True)
