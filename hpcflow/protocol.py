@@ -273,20 +273,6 @@ def joined_name(job_id: str, restart: int) -> str:
     return f"joined-{attempt_suffix(job_id, restart)}"
 
 
-#: Interpreter options a warm standby passes on (``python -u -m MODULE``; none takes an argument):
-#: they go before ``-m hpcflow.runtime.standby`` (python(1)).
-STANDBY_PYTHON_OPTIONS = ("-u", "-B", "-O", "-OO", "-s", "-E")
-
-
-def split_python_options(words: list[str]) -> tuple[list[str], list[str]]:
-    """The words after a Python interpreter, split into its leading options of
-    :data:`STANDBY_PYTHON_OPTIONS` and the rest (``-m MODULE ...`` or ``SCRIPT ...``)."""
-    n = 0
-    while n < len(words) and words[n] in STANDBY_PYTHON_OPTIONS:
-        n += 1
-    return list(words[:n]), list(words[n:])
-
-
 def warm_modules_name(job_id: str, restart: int) -> str:
     """File where rank 0 lists the installed modules it loaded (``warm-modules-<job>-<restart>``;
     :data:`ENV_WARM_MODULES`)."""

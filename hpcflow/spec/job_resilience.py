@@ -13,12 +13,11 @@ checkpoint that hpcflow's runtime committed."""
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from pydantic import Field, model_validator
 
-from hpcflow.protocol import STANDBY_PYTHON_OPTIONS, split_python_options
+from hpcflow.pycommand import PYTHON_NAME_RE, STANDBY_PYTHON_OPTIONS, split_python_options
 from hpcflow.spec.job_fields import SpecModel, StrictInt
 
 #: A day: no section of a sane job waits longer without a heartbeat.
@@ -143,10 +142,6 @@ def resilience_switch(value: Any) -> Any:
     return value
 
 
-#: An interpreter's command name: ``python``, ``python3``, ``python3.11``.
-PYTHON_NAME_RE = re.compile(r"python(\d+(\.\d+)*)?")
-
-
 def warm_standby_problems(*, launcher: str, container: bool, module: str | None,
                           argv: list[str] | None,
                           max_in_job_restarts: int) -> list[tuple[str, Any, str]]:
@@ -154,7 +149,7 @@ def warm_standby_problems(*, launcher: str, container: bool, module: str | None,
     starts its own), no container (pyxis starts one per step), an in-job restart to take, and a
     Python program it can run itself: ``program.module``, or an argv ``[python, SCRIPT,
     ARGS...]`` or ``[python, -m, MODULE, ARGS...]`` (interpreter options of
-    :data:`~hpcflow.protocol.STANDBY_PYTHON_OPTIONS` allowed, e.g. hpcflow.launch's ``python -u
+    :data:`~hpcflow.pycommand.STANDBY_PYTHON_OPTIONS` allowed, e.g. hpcflow.launch's ``python -u
     -m submitit.core._submit``). Returns ``(field, value, message)`` of each problem."""
     field = "resilience.warm_standby"
     if launcher != "srun":

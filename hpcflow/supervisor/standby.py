@@ -26,6 +26,7 @@ from typing import Any
 
 from hpcflow import fsutil
 from hpcflow import protocol as P
+from hpcflow.pycommand import split_python_options
 from hpcflow.supervisor import facts
 
 __all__ = ["START_AFTER_S", "Standby", "standby_argv", "standby_due"]
@@ -45,7 +46,7 @@ def standby_argv(cfg: Mapping[str, Any], *, exclude: Sequence[str], go_file: Pat
     Args:
         cfg: the supervisor's settings; ``cfg["step"]["program"]`` is ``[python, -m, MODULE,
             ...]`` or ``[python, SCRIPT, ...]``, maybe with interpreter options such as ``-u``
-            after ``python`` (:data:`hpcflow.protocol.STANDBY_PYTHON_OPTIONS`; the spec
+            after ``python`` (:data:`hpcflow.pycommand.STANDBY_PYTHON_OPTIONS`; the spec
             validates it, ``resilience.warm_standby``), which the standby's interpreter gets.
         exclude: hosts the step avoids.
         go_file: the file the standby waits for.
@@ -56,7 +57,7 @@ def standby_argv(cfg: Mapping[str, Any], *, exclude: Sequence[str], go_file: Pat
     argv = ["srun", *step["srun"], "--overlap"]
     if exclude:
         argv.append(f"--exclude={','.join(exclude)}")
-    options, program = P.split_python_options(words[1:])
+    options, program = split_python_options(words[1:])
     return argv + [words[0], *options, "-m", "hpcflow.runtime.standby", "--go", str(go_file),
                    "--modules", str(modules_file), "--", *program]
 
