@@ -68,7 +68,8 @@ def own_cost_line(wall_s: float) -> str:
 def try_env(cfg: Mapping[str, Any], paths: facts.Paths, try_: int) -> dict[str, str]:
     """What one step's ranks get beside the attempt's environment (docs/protocol.md,
     "Environment"): the try, where a failing rank leaves its exception, with the watchdog its
-    heartbeat folder and interval, and for an in-job restart (``try_`` > 0) the step's start as
+    heartbeat folder and interval, with a warm standby where rank 0 lists the modules it
+    loaded (``HPCFLOW_WARM_MODULES``), and for an in-job restart (``try_`` > 0) the step's start as
     ``HPCFLOW_ATTEMPT_T0``, so that the restarted ranks' ``hpcflow-startup`` line times the
     restart from the supervisor's start of the new step (the batch script's start otherwise)."""
     env = {P.ENV_STEP_TRY: str(try_), P.ENV_ERROR_DIR: str(paths.errors(try_))}
