@@ -17,10 +17,15 @@ PYTHON_NAME_RE = re.compile(r"python(\d+(\.\d+)*)?")
 STANDBY_PYTHON_OPTIONS = ("-u", "-B", "-O", "-OO", "-s", "-E")
 
 
+#: One word of those options, alone or joined as the interpreter takes them (``-uB``, ``-OO``).
+_OPTION_WORD = re.compile("-[" + "".join(o[1] for o in STANDBY_PYTHON_OPTIONS) + "]+")
+
+
 def split_python_options(words: Sequence[str]) -> tuple[list[str], list[str]]:
     """The words after a Python interpreter, split into its leading options of
-    :data:`STANDBY_PYTHON_OPTIONS` and the rest (``-m MODULE ...`` or ``SCRIPT ...``)."""
+    :data:`STANDBY_PYTHON_OPTIONS` (alone or joined: ``-uB``) and the rest (``-m MODULE ...``
+    or ``SCRIPT ...``)."""
     n = 0
-    while n < len(words) and words[n] in STANDBY_PYTHON_OPTIONS:
+    while n < len(words) and _OPTION_WORD.fullmatch(words[n]):
         n += 1
     return list(words[:n]), list(words[n:])

@@ -27,6 +27,7 @@ interpreter has them.
 from __future__ import annotations
 
 import argparse
+import builtins
 import importlib
 import json
 import os
@@ -35,9 +36,11 @@ import signal
 import sys
 import sysconfig
 import time
+import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from hpcflow.fsutil import write_atomic
@@ -258,15 +261,51 @@ def mark_step(go_path: Path, environ: Mapping[str, str]) -> None:
 
 
 def run_program(program: Program) -> None:
-    """Run ``program`` as the interpreter would (``python -m`` / ``python SCRIPT``)."""
-    if program.module is not None:
-        sys.argv = ["-m", *program.args]
-        runpy.run_module(program.module, run_name="__main__", alter_sys=True)
-        return
-    script = str(program.script)
-    sys.argv = [script, *program.args]
+    """Run ``program`` as the interpreter would (``python -m`` / ``python SCRIPT``: ``sys.argv``
+    as given, ``__file__`` absolute, since Python 3.9). An exception it does not catch is
+    reported as the interpreter reports it (``sys.excepthook``), from the program's own frames:
+    the standby's and runpy's are left out; then the process exits with status 1, as the
+    interpreter does."""
+    try:
+        if program.module is not None:
+            sys.argv = ["-m", *program.args]
+            runpy.run_module(program.module, run_name="__main__", alter_sys=True)
+            return
+        run_script(str(program.script), program.args)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - reported as the interpreter would, then exit 1
+        tb = programs_frames(exc.__traceback__)
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        raise SystemExit(1) from None
+
+
+def run_script(script: str, args: Sequence[str]) -> None:
+    """``python SCRIPT ARGS``: ``sys.argv[0]`` as given, ``__file__`` and the code's file name
+    absolute, ``sys.path[0]`` the script's folder, and the module ``__main__`` in
+    ``sys.modules`` (where pickle and multiprocessing's spawn look for it). runpy.run_path
+    would set ``sys.argv[0]`` to the path it is given."""
+    path = os.path.abspath(script)
+    with open(path, "rb") as fh:
+        code = compile(fh.read(), path, "exec")
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.realpath(script))
-    runpy.run_path(script, run_name="__main__")
+    exec(code, main.__dict__)  # noqa: S102 - the job's own program, as the interpreter runs it
+
+
+def programs_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` without its first frames that belong to this module or to runpy."""
+    ours = {os.path.realpath(__file__), runpy.__file__ and os.path.realpath(runpy.__file__)}
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name != "<frozen runpy>" and os.path.realpath(name) not in ours:
+            break
+        tb = tb.tb_next
+    return tb
 
 
 def _leave_quietly(signum: int, frame: Any) -> None:

@@ -103,7 +103,14 @@ class Standby:
         return self.go_file.with_name(self.go_file.name + ".step")
 
     def maybe_start(self, *, elapsed_s: float, exclude: Sequence[str]) -> None:
-        """Start a standby when none runs and one is due (:func:`standby_due`)."""
+        """Start a standby when none runs and one is due (:func:`standby_due`). A standby
+        that ended before it was needed is said in the log at once, and not started again in
+        this attempt: whatever ended it (an interpreter that cannot run it, a lost node) would
+        end the next one too."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self.log(f"the warm standby ended (status {self.proc.returncode}) before it was "
+                     "needed; the next restart starts cold")
+            self.proc, self.failed = None, True
         if self.proc is not None or self.failed:
             return
         if not standby_due(elapsed_s, self.modules_file.exists()):

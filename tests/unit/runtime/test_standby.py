@@ -116,7 +116,7 @@ def test_the_go_record(text, go) -> None:
 SCRIPT = """\
 import json, os, signal, sys
 out = {
-    "name": __name__, "argv": sys.argv, "path0": sys.path[0],
+    "name": __name__, "argv": sys.argv, "path0": sys.path[0], "file": __file__,
     "from_go": os.environ.get("FROM_GO"), "warm_t0": os.environ.get("HPCFLOW_WARM_T0"),
     "usr1_default": signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
     "term_default": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
@@ -166,7 +166,7 @@ def test_a_script_runs_as_python_would_run_it_with_the_go_environment(tmp_path: 
     folder = tmp_path / "code"
     folder.mkdir()
     (folder / "train.py").write_text(SCRIPT)
-    proc, go = _start(tmp_path, [str(folder / "train.py"), "--lr", "0.1"])
+    proc, go = _start(tmp_path, ["code/train.py", "--lr", "0.1"])  # relative, as given
     _wait_ready(go, proc)
     assert _comm(proc.pid) == sb.WAITING_NAME
     assert not (tmp_path / "out.json").exists()  # nothing runs before go
@@ -176,7 +176,8 @@ def test_a_script_runs_as_python_would_run_it_with_the_go_environment(tmp_path: 
     assert proc.returncode == 3, err  # the program's own status
     seen = json.loads((tmp_path / "out.json").read_text())
     assert seen["name"] == "__main__"
-    assert seen["argv"] == [str(folder / "train.py"), "--lr", "0.1"]
+    assert seen["argv"] == ["code/train.py", "--lr", "0.1"]  # as python keeps it
+    assert seen["file"] == str(folder / "train.py")  # absolute, as python (>= 3.9) makes it
     assert seen["path0"] == str(folder)
     assert seen["from_go"] == "yes" and float(seen["warm_t0"]) > 0
     assert seen["usr1_default"] and seen["term_default"] and not seen["urg_blocked"]
@@ -271,3 +272,18 @@ def test_a_hand_over_or_a_quit_while_importing_ends_the_imports(tmp_path: Path, 
     else:
         assert proc.returncode == 3, err
         assert json.loads((tmp_path / "out.json").read_text())["name"] == "__main__"
+
+
+def test_an_uncaught_exception_reads_as_the_programs_own(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("def step():\n    raise ValueError('boom at 32')\nstep()\n")
+    proc, go = _start(tmp_path, ["train.py"])
+    _wait_ready(go, proc)
+    go.write_text(json.dumps({"env": {}}))
+    os.kill(proc.pid, signal.SIGURG)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    lines = err.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert str(tmp_path / "train.py") in lines[1]  # the program's frame comes first
+    assert lines[-1] == "ValueError: boom at 32"
+    assert "runpy" not in err and "standby" not in err

@@ -36,6 +36,7 @@ def test_off_by_default_and_rendered_for_the_supervisor() -> None:
     pytest.param({"argv": ["/opt/venv/bin/python3.11", "/work/train.py"]}, id="absolute-python"),
     pytest.param({"argv": ["python3", "-u", "-m", "submitit.core._submit", "/f"]},
                  id="options-and-module-as-hpcflow-launch-runs-it"),
+    pytest.param({"argv": ["python3", "-uB", "-OO", "train.py"]}, id="joined-options"),
 ])
 def test_python_programs_can_have_a_standby(program) -> None:
     assert job(program=program, resilience={"warm_standby": True}).resilience.warm_standby

@@ -134,6 +134,16 @@ def test_the_restart_is_handed_over_with_its_environment_and_a_wake_up(standby) 
     assert popen.started[-1].argv[0] == "srun" and sb.go_file.name == "standby-42-1-2.go"
 
 
+def test_a_standby_that_ends_while_it_waits_is_said_at_once(standby) -> None:
+    sb, popen, lines, _ = standby
+    sb.maybe_start(elapsed_s=START_AFTER_S, exclude=[])
+    popen.started[0].returncode = 1  # e.g. an interpreter without hpcflow
+    sb.maybe_start(elapsed_s=START_AFTER_S + 1, exclude=[])
+    assert lines[-1] == ("the warm standby ended (status 1) before it was needed; the next "
+                         "restart starts cold")
+    assert len(popen.started) == 1 and sb.take({}, []) is None
+
+
 def test_a_standby_that_ended_is_not_used_nor_started_again(standby) -> None:
     sb, popen, lines, _ = standby
     sb.maybe_start(elapsed_s=START_AFTER_S, exclude=[])
