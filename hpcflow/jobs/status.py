@@ -88,6 +88,9 @@ def _ledger_summary(events: Sequence[Mapping[str, Any]], now_s: float) -> dict[s
     if starts:
         end = float(last["time"]) if last and last.get("event") == "job_end" else now_s
         summary["elapsed_s"] = max(0.0, end - float(starts[0]["time"]))
+        # If Slurm says the job has ended while the ledger has no end (the supervisor was
+        # killed with the job), the time stops at the ledger's last record, not at now.
+        summary["elapsed_to_last_s"] = max(0.0, float(last["time"]) - float(starts[0]["time"]))
     if last is None:
         return summary
     kind = last.get("event")
@@ -191,7 +194,9 @@ def compose_status(
     return JobStatus(
         job_id=job_id, name=name, state=state, finished=finished,
         attempts=max(attempts, slurm_attempts),
-        restarts=restarts, elapsed_s=ledger["elapsed_s"], reason=reason,
+        restarts=restarts,
+        elapsed_s=ledger.get("elapsed_to_last_s") if finished else ledger["elapsed_s"],
+        reason=reason,
         exit_code=exit_code if finished else None, run_dir=run_dir, source=source,
         ending=ending, network=_network(events),
     )

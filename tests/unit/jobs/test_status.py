@@ -59,6 +59,18 @@ def test_elapsed_runs_from_first_start_to_job_end():
     assert st.elapsed_s == pytest.approx(100.0)
 
 
+@pytest.mark.parametrize(("show", "elapsed"), [
+    pytest.param({"JobState": "RUNNING"}, 200.0, id="still-running-counts-to-now"),
+    pytest.param({"JobState": "CANCELLED", "ExitCode": "0:15"}, 44.0,
+                 id="ended-without-its-end-record-stops-at-the-last-record"),
+])
+def test_elapsed_of_a_job_whose_end_was_never_recorded(show, elapsed):
+    events = [ev("attempt_start", 0), ev("step_end", 40, rc=137),
+              ev("step_restart", 40, **{"try": 1}), ev("hang", 44)]
+    st = compose_status("7", show=show, events=events, now_s=T0 + 200)
+    assert st.elapsed_s == pytest.approx(elapsed)
+
+
 def test_requeue_reason_names_the_committed_step():
     st = compose_status("7", events=LEDGER_REQUEUED, now_s=T0 + 40)
     assert "step 12" in st.reason
