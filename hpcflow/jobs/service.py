@@ -25,6 +25,7 @@ from hpcflow import ending_kinds, fsutil
 from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
 from hpcflow.jobs import records, trust
 from hpcflow.jobs.fit import fit_warning
+from hpcflow.jobs.runnable import program_verdict
 from hpcflow.jobs.script import job_script
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
 from hpcflow.protocol import state_dir
@@ -49,7 +50,8 @@ class SubmitResult:
         name: the job name.
         env: the spec's ``env`` as ``--json`` shows it: values read from a file masked
             (:func:`hpcflow.spec.envvalues.shown_env`).
-        warnings: what to know before the job runs (:func:`hpcflow.jobs.fit.fit_warning`).
+        warnings: what to know before the job runs (:func:`hpcflow.jobs.fit.fit_warning`,
+            :func:`hpcflow.jobs.runnable.program_verdict`).
     """
 
     job_id: str | None
@@ -87,13 +89,18 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     Raises:
         SpecError: the spec or an override is invalid, or its layout fits no GPU of the
             instance (:func:`hpcflow.jobs.fit.fit_warning`; nothing written).
-        SubmitError: the run directory or hpcflow's job index cannot be written (nothing
+        SubmitError: ``program.argv[0]`` cannot be executed where this host sees it
+            (:func:`hpcflow.jobs.runnable.program_verdict`; a name found nowhere is only a
+            warning), the run directory or hpcflow's job index cannot be written (nothing
             submitted), or sbatch refused the job (the message carries its stderr). A refused
             submission leaves the run directory as it was: files and folders it created are
             removed, and the spec and script of the job that used it before are put back.
     """
     spec = load_job_spec(spec_path, overrides)
-    warnings = tuple(w for w in [fit_warning(spec)] if w)
+    program = program_verdict(spec)
+    if program.level == "error":
+        raise SubmitError(program.message)
+    warnings = tuple(w for w in [fit_warning(spec), program.message] if w)
     script = job_script(spec, python=python or sys.executable)
     run_dir = Path(spec.run_dir)
     check_run_dir(run_dir)
