@@ -77,7 +77,7 @@ class Attempt:
     def __init__(self, job: Job, *, deadline_s: int, nnodes: str = "") -> None:
         self.job = job
         self.cfg: Mapping[str, Any] = job.cfg
-        self.turns = Turns(job, deadline_s=deadline_s)
+        self.turns = Turns(job, deadline_s=deadline_s, nnodes=nnodes)
         self.nnodes = nnodes
         self.signal_name = str(self.cfg["signal"])
         self.signals_file = job.paths.state / P.signals_name(job.job_id, job.restart)
@@ -237,6 +237,7 @@ class Attempt:
             self._woken, self._signals_size = False, size
             for _ in range(self.new_warnings()):
                 self.turns.warning(self.signal_name, self.step.pid if self.step else 0)
+        self.turns.recheck_held(self.signal_name, self.step.pid if self.step else 0)
         timer_at = self.turns.timer_at
         if timer_at is not None and time.time() >= timer_at:
             self.turns.deadline(self.step.pid if self.step else 0)

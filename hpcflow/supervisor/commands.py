@@ -13,8 +13,8 @@ from typing import Any
 from hpcflow import protocol as P
 from hpcflow.supervisor import facts
 
-__all__ = ["COST_LINE", "own_cost_line", "spot_watch_argv", "step_argv", "step_status", "try_env",
-           "watchdog_argv"]
+__all__ = ["COST_LINE", "own_cost_line", "sigprobe_argv", "spot_watch_argv", "step_argv",
+           "step_status", "try_env", "watchdog_argv"]
 
 
 def step_status(returncode: int) -> int:
@@ -106,3 +106,14 @@ def spot_watch_argv(cfg: Mapping[str, Any], job_id: str) -> list[str]:
     return ["srun", "--overlap", "--kill-on-bad-exit=0", f"--nodes={nodes}", f"--ntasks={nodes}",
             "--ntasks-per-node=1", "--cpus-per-task=1", str(cfg["hpcflow_python"]), "-m",
             "hpcflow", "spot-watch", "--job", job_id]
+
+
+def sigprobe_argv(cfg: Mapping[str, Any], *, job_id: str, try_: int, nnodes: str = "") -> list[str]:
+    """The catch probe (:mod:`hpcflow.supervisor.sigprobe`): one task on every node of the
+    allocation, in a step of its own beside the program (``srun --overlap``), that says whether
+    the program step's processes catch the warning signal."""
+    nodes = nnodes or str(cfg["step_nodes"])
+    return ["srun", "--overlap", "--kill-on-bad-exit=0", f"--nodes={nodes}", f"--ntasks={nodes}",
+            "--ntasks-per-node=1", "--cpus-per-task=1", "--quiet", str(cfg["hpcflow_python"]),
+            "-m", "hpcflow.supervisor.sigprobe", "--job", job_id, "--try", str(try_),
+            "--signal", str(cfg["signal"])]

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcflow.command import Runner, evidence, run_command
+from hpcflow.supervisor.sigcatch import NodeReport
 
-__all__ = ["RequeueResult", "forward", "requeue", "step_alive", "stop_program"]
+__all__ = ["RequeueResult", "catch_reports", "forward", "requeue", "step_alive", "stop_program"]
 
 
 @dataclass(frozen=True)
@@ -136,3 +137,22 @@ def _signal_steps(job_id: str, pid: int, name: str, runner: Runner) -> None:
             os.kill(pid, getattr(signal, f"SIG{name}"))
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def catch_reports(argv: Sequence[str], *, runner: Runner = run_command,
+                  timeout_s: float = 20.0) -> list[NodeReport]:
+    """Run the catch probe step (:func:`hpcflow.supervisor.commands.sigprobe_argv`) and decode
+    its one line per node. A probe that cannot run, or that Slurm refuses, gives one report
+    that says why (the warning is then not forwarded: the safe path).
+
+    Raises:
+        Nothing: every failure becomes a report with ``error`` set.
+    """
+    try:
+        result = runner(list(argv), timeout_s=timeout_s)
+    except (OSError, Exception) as exc:  # noqa: BLE001 - reported, never raised
+        return [NodeReport("?", error=f"{argv[0]}: {exc}")]
+    reports = [r for r in map(NodeReport.decode, (result.stdout or "").splitlines()) if r]
+    if result.returncode != 0 or not reports:
+        return [NodeReport("?", error=evidence(list(argv), result)[:300])]
+    return reports

@@ -21,8 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hpcflow import protocol as P
+from hpcflow.supervisor.sigcatch import CatchVerdict
+
 __all__ = ["DeadlineAction", "SlurmView", "TimerPlan", "WarningPlan", "at_deadline", "deadline",
-           "mirror_budget_s", "not_forwarded", "on_warning", "slurm_view", "stop_timer"]
+           "mirror_budget_s", "not_forwarded", "on_warning", "slurm_view", "stop_timer",
+           "wants_catch_check", "warning_cause"]
 
 #: ``program.protocol: requeue`` (spec/job_parts.py): never ask the program to checkpoint.
 REQUEUE_ONLY = "requeue"
@@ -39,6 +43,24 @@ def deadline(current_s: int, *, notice_s: int | None, end_time_s: int | None) ->
     is then wrong)."""
     candidates = [current_s] + [t for t in (notice_s, end_time_s) if t is not None and t > 0]
     return min(candidates)
+
+
+#: Slurm delivers a ``--signal=...@lead`` signal up to this many seconds off its mark
+#: (sbatch(1), ``--signal``).
+SIGNAL_JITTER_S = 60
+
+
+def warning_cause(*, notice: bool, end_time_moved: bool) -> str:
+    """What brought a warning, for the requeue budgets (``preemption.max_requeues`` for the
+    time limit, ``preemption.max_preemptions`` for a preemption).
+
+    A spot interruption notice (``hpcflow spot-watch``) or Slurm's own preemption (the job's
+    EndTime moved before the attempt's deadline: preempt.html, GraceTime) is a preemption.
+    Anything else is Slurm's time-limit warning (``--signal=B:SIG@lead``); a signal sent by hand
+    (``scancel --signal``) arrives the same way and is counted the same (docs/protocol.md,
+    "Where a warning came from").
+    """
+    return P.CAUSE_PREEMPTION if notice or end_time_moved else P.CAUSE_TIME_LIMIT
 
 
 @dataclass(frozen=True)
@@ -62,31 +84,55 @@ def not_forwarded(signal: str, joined: int, ntasks: int) -> str:
             "file stays")
 
 
+def wants_catch_check(*, protocol: str, joined: int, ntasks: int, step_running: bool) -> bool:
+    """Whether the step's processes are read for a handler of the warning signal
+    (:mod:`hpcflow.supervisor.sigcatch`): a step runs, not every rank joined hpcflow's protocol,
+    and ``program.protocol`` is not ``requeue``."""
+    return protocol != REQUEUE_ONLY and step_running and joined < ntasks
+
+
 def on_warning(*, protocol: str, launcher: str, signal: str, joined: int, ntasks: int,
-               step_running: bool) -> WarningPlan:
+               step_running: bool, catch: CatchVerdict | None = None) -> WarningPlan:
     """The first answer to the preemption warning: ask the ranks, and forward the signal or not.
 
     Args:
         protocol: ``program.protocol`` (``"requeue"``: the program is never asked to checkpoint,
             it is stopped at the margin and the job requeued).
-        launcher: ``"srun"`` or ``"torchrun"``. torchrun dies on USR1 and orphans its workers,
-            so there the signal is never forwarded: the ranks poll the flag file.
+        launcher: ``"srun"`` or ``"torchrun"``. hpcflow's torchrun line does not ask torchrun to
+            handle the signal, so torchrun dies of it and orphans its workers (DESIGN.md §2): a
+            step under it is forwarded the signal only when every process catches it.
         signal: the preemption signal's name (``USR1``).
         joined: ranks whose signal handler is installed (their joined files).
         ntasks: ranks of the step.
         step_running: the srun step has started and has not ended.
+        catch: for a step whose ranks have not all joined, whether every process of it catches
+            the signal itself (:func:`hpcflow.supervisor.sigcatch.forward_verdict`); None when
+            the step was not read.
 
-    srun passes the signal on to every task unchanged (srun(1), SIGNALS AND ESCAPE SEQUENCES) and
-    a process without a handler dies of it: it is forwarded only once every rank has joined.
+    srun passes the signal on to every process of the step (srun(1), SIGNALS AND ESCAPE
+    SEQUENCES) and a process without a handler dies of it: it is forwarded once every rank has
+    joined, or when every process of the step catches it itself (a Lightning script on its
+    defaults, submitit, a hand-written handler), as a plain ``sbatch`` would.
     """
     if protocol == REQUEUE_ONLY:
         return WarningPlan(False, False, (f"{signal}: program.protocol is requeue: the program is "
                                           "not asked to checkpoint",))
-    forward = launcher == "srun" and step_running and joined >= ntasks
-    log = [f"{signal}: asking the ranks to checkpoint and stop"]
-    if not forward:
-        log.append(not_forwarded(signal, joined, ntasks))
-    return WarningPlan(True, forward, tuple(log))
+    if launcher == "srun" and step_running and joined >= ntasks:
+        return WarningPlan(True, True, (f"{signal}: every rank joined hpcflow's protocol: asking "
+                                        "them to checkpoint and stop",))
+    if step_running and catch is not None and catch.forward:
+        return WarningPlan(True, True, (
+            f"{signal}: {catch.why}: forwarding it to the step, as a plain sbatch would; the "
+            "program saves and stops or requeues on its own",))
+    if joined:
+        log = [f"{signal}: {joined} of {ntasks} rank(s) joined hpcflow's protocol: they "
+               "checkpoint at their next step (flag file)"]
+    else:
+        log = [f"{signal}: no rank has joined hpcflow's protocol; the flag file is written for "
+               "ranks that join later"]
+    why = f" ({catch.why})" if catch is not None else ""
+    log.append(not_forwarded(signal, joined, ntasks) + why)
+    return WarningPlan(True, False, tuple(log))
 
 
 @dataclass(frozen=True)
@@ -104,7 +150,7 @@ class TimerPlan:
 
 
 def stop_timer(*, protocol: str, joined: int, timer_armed: bool, old_deadline_s: int,
-               deadline_s: int, now_s: int, margin_s: int) -> TimerPlan:
+               deadline_s: int, now_s: int, margin_s: int, forwarded: bool = False) -> TimerPlan:
     """When a program that has not joined is stopped: ``margin_s`` (``preemption.
     requeue_margin_s``) before the deadline as it is now, so that the job is requeued before
     Slurm kills it. The timer starts at the first warning and restarts only when a later one
@@ -117,6 +163,7 @@ def stop_timer(*, protocol: str, joined: int, timer_armed: bool, old_deadline_s:
             :func:`deadline`).
         now_s: the time, Unix seconds.
         margin_s: seconds before the deadline.
+        forwarded: the signal went to a program that catches it itself.
     """
     if timer_armed and deadline_s >= old_deadline_s:
         return TimerPlan(None, ())
@@ -124,6 +171,10 @@ def stop_timer(*, protocol: str, joined: int, timer_armed: bool, old_deadline_s:
     if protocol == REQUEUE_ONLY:
         return TimerPlan(delay, (f"the program is stopped in {delay} s ({margin_s} s before the "
                                  "deadline), then the job is requeued",))
+    if joined == 0 and forwarded:
+        return TimerPlan(delay, (f"a program still running in {delay} s ({margin_s} s before the "
+                                 "deadline) is stopped then, and the job is requeued unless the "
+                                 "program requeued it itself",))
     if joined == 0:
         return TimerPlan(delay, (f"no rank has joined the protocol: the program is stopped in "
                                  f"{delay} s ({margin_s} s before the deadline) unless it joins "
@@ -178,15 +229,19 @@ class SlurmView:
         time_limit: the time limit is ending the job.
         preempted: Slurm's own preemption: the job still runs, its end time moved to the grace
             time's end.
+        requeued: someone other than hpcflow requeued the job while it ran (``scontrol
+            requeue`` from a rank, as Lightning and submitit do): Slurm counts a restart more
+            than this attempt's.
     """
 
     cancelled: bool = False
     time_limit: bool = False
     preempted: bool = False
+    requeued: bool = False
 
 
 def slurm_view(state: str, reason: str, end_time_s: int | None, *, terminated: bool,
-               deadline_s: int) -> SlurmView:
+               deadline_s: int, restarts: int | None = None, restart: int = 0) -> SlurmView:
     """Tell a cancel, the time limit and Slurm's preemption apart.
 
     Args:
@@ -198,10 +253,16 @@ def slurm_view(state: str, reason: str, end_time_s: int | None, *, terminated: b
             after a requeue, which the supervisor makes last and does not take. Its own
             preemption TERMs the steps alone (preempt.html; seen on the local cluster).
         deadline_s: the attempt's deadline as known at its start (Unix s).
+        restarts: ``scontrol show job``'s ``Restarts`` (None when Slurm did not answer).
+        restart: this attempt's ``SLURM_RESTART_COUNT``. Slurm counts a requeue at once
+            (``Restarts`` one higher, the job ``REQUEUED``/``PENDING``) and TERMs the batch step:
+            a requeue the supervisor did not make.
 
     A preempted job's end time becomes now + GraceTime (preempt.html), so an end time moved
     before the attempt's deadline while the job still runs is a preemption.
     """
+    if restarts is not None and restarts > restart:
+        return SlurmView(requeued=True)
     if state == "TIMEOUT" or (terminated and reason == "TimeLimit"):
         return SlurmView(time_limit=True)
     if state.startswith("CANCELLED") or terminated:
