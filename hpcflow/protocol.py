@@ -176,7 +176,7 @@ STARTUP_PHASES = ("launch_s", "imports_s", "join_s", "build_s", "restore_s", "fi
 #: Version of this contract, recorded in the run directory (:data:`VERSION_FILE`) by the first
 #: attempt. A job rendered by another version ends at once with a message (docs/protocol.md,
 #: "Version skew") instead of being run by rules it was not written for.
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 #: File in the state folder that holds the protocol version of the job's batch script.
 VERSION_FILE = "protocol-version"
 EVENT_ATTEMPT_START = "attempt_start"
@@ -221,6 +221,32 @@ REASON_REQUEUED_NO_CHECKPOINT = "requeued_no_checkpoint"
 #: Ledger event of a spot interruption notice, appended by ``hpcflow spot-watch`` (not the
 #: batch script) before it sends the warning signal.
 EVENT_SPOT_NOTICE = "spot_notice"
+
+# ---- Programs that catch the warning signal themselves (docs/your-training-loop.md).
+#: ``program.protocol`` value: the program handles the warning signal itself (Lightning's
+#: ``SLURMEnvironment(auto_requeue=True)``, submitit, a ``signal.signal(SIGUSR1, ...)``): it is
+#: forwarded once every process of the step catches it, as a plain ``sbatch`` would.
+PROTOCOL_HANDLES_SIGNAL = "handles_signal"
+#: Ledger event of the warning's path for a program that did not join: ``forwarded`` (true:
+#: every process of the step catches the signal), ``ranks`` (rank processes found),
+#: ``not_catching`` (processes that would die of it, at most 8: ``node``, ``pid``, ``comm``).
+EVENT_CATCH_CHECK = "catch_check"
+#: ``cause`` of a ``requeue`` event: what brought the warning. A time-limit warning
+#: (``--signal=B:SIG@lead`` near the time limit) counts against ``preemption.max_requeues``;
+#: a preemption (a spot notice, Slurm's own preemption, a warning long before the time limit)
+#: against ``preemption.max_preemptions``. A requeue event without a cause (protocol 4) counts
+#: as a time-limit one.
+CAUSE_TIME_LIMIT = "time_limit"
+CAUSE_PREEMPTION = "preemption"
+#: ``by`` of a ``requeue`` event: the program requeued the job itself (``scontrol requeue`` from
+#: a rank, as Lightning and submitit do); hpcflow did not requeue it a second time.
+REQUEUED_BY_PROGRAM = "program"
+#: The ending reason ``status`` and ``report`` give an attempt the program requeued itself.
+REASON_PROGRAM_REQUEUED = "program_requeued"
+#: Exit status of the batch script when the job ends unfinished and the program's own status
+#: was 0 (a program that saved on the warning and exited 0 has not finished): Slurm then says
+#: FAILED, not COMPLETED, and ``--dependency=afterok`` does not fire.
+EXIT_UNFINISHED = 1
 
 #: Ports derived from a Slurm job id fall in ``[PORT_BASE, PORT_BASE + PORT_SPAN)``: above the
 #: registered services most nodes run, below the Linux ephemeral range (32768-60999, see

@@ -217,6 +217,7 @@ def supervisor_config(spec: JobSpec, *, python: str | None = None) -> str:
         "ntasks": spec.ntasks,
         "step_nodes": spec.nodes,
         "max_requeues": spec.preemption.max_requeues,
+        "max_preemptions": spec.preemption.max_preemptions,
         "requeue_allowed": spec.preemption.requeue,
         "resilience": res is not None,
         "program_protocol": spec.program.protocol,

@@ -65,6 +65,11 @@ MAX_GPUS_PER_NODE = 64
 MAX_CPUS_PER_TASK = 4096
 #: The batch script compares SLURM_RESTART_COUNT with this in bash arithmetic.
 MAX_REQUEUES = 1000
+#: ``preemption.max_preemptions`` by default: a bound that stops a job that is preempted at
+#: every start (a spot pool with no capacity) within a day or so of 1-hour attempts, and that a
+#: job preempted a few times a day never reaches (submitit bounds only time-outs, not
+#: preemptions; a bound of some size keeps a job from coming back forever).
+DEFAULT_MAX_PREEMPTIONS = 20
 MAX_CHECKPOINT_KEEP = 10_000
 MAX_INTERVAL_STEPS = 10**12
 #: execve(2): one argument or environment string may hold at most 128 KiB (MAX_ARG_STRLEN).

@@ -18,6 +18,7 @@ from pydantic import (
 from hpcflow.plan.goodput import LLAMA3_FAILURES_PER_NODE_HOUR
 from hpcflow.spec.job_fields import (
     CONTROL_RE,
+    DEFAULT_MAX_PREEMPTIONS,
     DEFAULT_SIGNAL_LEAD_S,
     MAX_CHECKPOINT_KEEP,
     MAX_INTERVAL_STEPS,
@@ -74,12 +75,15 @@ class ProgramSpec(SpecModel):
             "default: the run directory."
         ),
     )
-    protocol: Literal["auto", "requeue"] = Field(
+    protocol: Literal["auto", "requeue", "handles_signal"] = Field(
         default="auto",
         description=(
             "auto: ranks that join hpcflow's protocol (hpcflow.runtime) get the preemption signal "
-            "and checkpoint; a program that does not join is never signalled, and is stopped and "
-            "requeued shortly before the deadline. requeue: always the latter."
+            "and checkpoint; so does a program whose every process catches the signal itself "
+            "(Lightning's default under Slurm, submitit, a signal.signal handler); any other "
+            "program is never signalled, and is stopped and requeued shortly before the deadline. "
+            "handles_signal: as auto, said by the user (the job log says the program was expected "
+            "to catch it). requeue: never signalled, always stopped and requeued."
         ),
     )
 
@@ -196,7 +200,15 @@ class PreemptionSpec(SpecModel):
     max_requeues: StrictInt = Field(
         default=3, ge=0, le=MAX_REQUEUES,
         description=(
-            "Requeue after a committed preemption checkpoint while SLURM_RESTART_COUNT is below this."
+            "Requeues after a time-limit warning (Slurm's --signal, or one sent by hand): the "
+            "job requeues itself while it has used fewer than this."
+        ),
+    )
+    max_preemptions: StrictInt = Field(
+        default=DEFAULT_MAX_PREEMPTIONS, ge=0, le=MAX_REQUEUES,
+        description=(
+            "Requeues after a preemption (a spot interruption notice, Slurm's own preemption), "
+            "counted apart from max_requeues: a spot job preempted often has failed at nothing."
         ),
     )
 

@@ -193,11 +193,13 @@ class SlurmJob:
         state: JobState (``RUNNING``, ``CANCELLED``, ...); ``""`` when Slurm did not answer.
         end_time_s: EndTime as Unix seconds, or None.
         reason: Reason (``None``, ``TimeLimit``, ...); ``""`` when Slurm did not answer.
+        restarts: Restarts (how often the job was requeued), or None.
     """
 
     state: str = ""
     end_time_s: int | None = None
     reason: str = ""
+    restarts: int | None = None
 
 
 def _parse_time(text: str) -> int | None:
@@ -208,8 +210,9 @@ def _parse_time(text: str) -> int | None:
 
 
 def slurm_job(job_id: str, runner: Runner = run_command, timeout_s: float = 10.0) -> SlurmJob:
-    """``scontrol show job -o <id>``'s JobState and EndTime (local time, scontrol(1)); an empty
-    answer when scontrol fails or is slow, so a controller that is down never blocks a decision.
+    """``scontrol show job -o <id>``'s JobState, EndTime (local time, scontrol(1)), Reason and
+    Restarts; an empty answer when scontrol fails or is slow, so a controller that is down never
+    blocks a decision.
     """
     try:
         result = runner(["scontrol", "show", "job", "-o", job_id], timeout_s=timeout_s)
@@ -220,4 +223,6 @@ def slurm_job(job_id: str, runner: Runner = run_command, timeout_s: float = 10.0
     fields = dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", result.stdout or ""))
     return SlurmJob(state=fields.get("JobState", ""),
                     end_time_s=_parse_time(fields.get("EndTime", "")),
-                    reason=fields.get("Reason", ""))
+                    reason=fields.get("Reason", ""),
+                    restarts=int(fields["Restarts"]) if fields.get("Restarts", "").isdigit()
+                    else None)

@@ -21,7 +21,9 @@ class Limits:
     Attributes:
         ntasks: ranks of one step.
         step_nodes: nodes one step runs on (``nodes``; the allocation may hold spares).
-        max_requeues: ``preemption.max_requeues``.
+        max_requeues: ``preemption.max_requeues``: requeues after a time-limit warning.
+        max_preemptions: ``preemption.max_preemptions``: requeues after a preemption (a spot
+            notice, Slurm's own preemption).
         requeue_allowed: ``preemption.requeue``.
         resilience: ``resilience`` is on (the default; in-job restarts, failure budget,
             exclusion).
@@ -33,6 +35,7 @@ class Limits:
     ntasks: int
     step_nodes: int
     max_requeues: int
+    max_preemptions: int = 0
     requeue_allowed: bool = True
     resilience: bool = False
     max_in_job_restarts: int = 0
@@ -74,6 +77,13 @@ class StepFacts:
         error_sigs: the ``<type>@<step>`` signatures of ranks that raised, sorted, unique.
         hang: the watchdog handled a hang in this step.
         latest_checkpoint: the highest committed ``step_<N>/`` in the checkpoint folder.
+        handled_warning: the warning was forwarded to a program that catches it itself
+            (:mod:`hpcflow.supervisor.sigcatch`): whatever its status, it stopped for the warning.
+        requeued_by_program: Slurm requeued the job while the step ran, and hpcflow did not ask
+            it to (``scontrol requeue`` from a rank, as Lightning and submitit do).
+        cause: what brought the warning (:data:`hpcflow.protocol.CAUSE_TIME_LIMIT` or
+            :data:`~hpcflow.protocol.CAUSE_PREEMPTION`; :func:`hpcflow.supervisor.warning.
+            warning_cause`).
     """
 
     rc: int
@@ -90,16 +100,20 @@ class StepFacts:
     error_sigs: tuple[str, ...] = ()
     hang: bool = False
     latest_checkpoint: int | None = None
+    handled_warning: bool = False
+    requeued_by_program: bool = False
+    cause: str = P.CAUSE_TIME_LIMIT
 
     @property
     def ending_by_slurm(self) -> bool:
-        """Slurm is ending the job (a cancel or the time limit): nothing restarts or requeues."""
-        return self.cancelled or self.time_limit
+        """Slurm is ending the attempt (a cancel, the time limit, or a requeue the program
+        made): nothing restarts in it, and hpcflow requeues nothing."""
+        return self.cancelled or self.time_limit or self.requeued_by_program
 
     @property
     def warned(self) -> bool:
         """A warning or a stop came in this step: the preemption path, not a failure."""
-        return bool(self.warnings or self.flag or self.stopped_unaware
+        return bool(self.warnings or self.flag or self.stopped_unaware or self.handled_warning
                     or self.committed_step is not None)
 
     @property
@@ -123,6 +137,10 @@ class History:
         step_restarts: ``step_restart`` events.
         requeues: ``requeue`` events (hpcflow's own requeues).
         exclusion_requeues: of those, requeues after a node exclusion with no spare.
+        preemption_requeues: of those, requeues after a preemption (``cause``
+            :data:`hpcflow.protocol.CAUSE_PREEMPTION`), the program's own included.
+        over_budget: the last requeue was one the program made itself with no requeue of its
+            budget left (``over_budget`` in its event): the next attempt does not start.
         blamed: node -> failed steps blamed on it (``step_end`` events with ``node``).
         excluded: nodes excluded so far, in order (``node_excluded`` events).
     """
@@ -131,6 +149,8 @@ class History:
     step_restarts: int = 0
     requeues: int = 0
     exclusion_requeues: int = 0
+    preemption_requeues: int = 0
+    over_budget: bool = False
     blamed: Mapping[str, int] = field(default_factory=dict)
     excluded: tuple[str, ...] = ()
 
@@ -140,13 +160,18 @@ class History:
         blamed: dict[str, int] = {}
         excluded: list[str] = []
         counts = {P.EVENT_STEP_RESTART: 0, P.EVENT_REQUEUE: 0}
-        exclusion_requeues = 0
+        exclusion_requeues = preemption_requeues = 0
+        over_budget = False
         for ev in events:
             name = ev.get("event")
             if name in counts:
                 counts[name] += 1
+            if name == P.EVENT_REQUEUE:
+                over_budget = ev.get("over_budget") is True
             if name == P.EVENT_REQUEUE and ev.get("cause") == P.REASON_NODE_EXCLUDED:
                 exclusion_requeues += 1
+            elif name == P.EVENT_REQUEUE and ev.get("cause") == P.CAUSE_PREEMPTION:
+                preemption_requeues += 1
             elif name == P.EVENT_STEP_END and isinstance(ev.get("node"), str):
                 blamed[ev["node"]] = blamed.get(ev["node"], 0) + 1
             elif (name == P.EVENT_NODE_EXCLUDED and isinstance(ev.get("node"), str)
@@ -154,4 +179,5 @@ class History:
                 excluded.append(ev["node"])
         return cls(restart=restart, step_restarts=counts[P.EVENT_STEP_RESTART],
                    requeues=counts[P.EVENT_REQUEUE], exclusion_requeues=exclusion_requeues,
+                   preemption_requeues=preemption_requeues, over_budget=over_budget,
                    blamed=blamed, excluded=tuple(excluded))

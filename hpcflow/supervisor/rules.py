@@ -28,7 +28,7 @@ from hpcflow.supervisor.model import History, Limits, RankExit, StepFacts
 __all__ = [
     "Action", "AttemptStart", "History", "Limits", "RankExit", "StepFacts", "StepOutcome",
     "after_failed_step", "attempt_start", "blame_node", "ending", "exclude_for_step",
-    "failures", "rank_summary", "requeues_used",
+    "exit_status", "failures", "rank_summary", "requeue_budget", "requeues_used",
 ]
 
 
@@ -40,13 +40,47 @@ def failures(history: History) -> int:
     return history.step_restarts + by_slurm + history.exclusion_requeues
 
 
-def requeues_used(history: History, limits: Limits) -> int:
-    """Requeues counted against ``preemption.max_requeues``. With ``resilience`` on (the
-    default) only hpcflow's own requeues after a warning count (a node failure's or an
-    exclusion's are failures); with ``resilience: false`` every restart does."""
+def requeues_used(history: History, limits: Limits, cause: str = P.CAUSE_TIME_LIMIT) -> int:
+    """Requeues counted against the budget of ``cause``.
+
+    A preemption's (a spot notice, Slurm's own preemption) count against
+    ``preemption.max_preemptions``: every requeue the ledger records with that cause. The
+    others count against ``preemption.max_requeues``: with ``resilience`` on (the default)
+    hpcflow's own requeues after a time-limit warning (a node failure's or an exclusion's are
+    failures, counted against ``resilience.max_failures``); with ``resilience: false`` every
+    restart that was not a preemption's. Submitit keeps preemptions and time-outs apart for the
+    same reason: a spot job preempted often has failed at nothing.
+    """
+    if cause == P.CAUSE_PREEMPTION:
+        return history.preemption_requeues
     if not limits.resilience:
-        return history.restart
-    return history.requeues - history.exclusion_requeues
+        return max(history.restart - history.preemption_requeues, 0)
+    return history.requeues - history.exclusion_requeues - history.preemption_requeues
+
+
+def requeue_budget(limits: Limits, cause: str) -> tuple[int, str]:
+    """The bound of ``cause``'s requeues and its spec field."""
+    if cause == P.CAUSE_PREEMPTION:
+        return limits.max_preemptions, "preemption.max_preemptions"
+    return limits.max_requeues, "preemption.max_requeues"
+
+
+def exit_status(reason: str, rc: int) -> int:
+    """The batch script's exit status for a job that ends with ``reason``.
+
+    Only a finished job (``completed``, ``completed_after_done``) exits 0. Any other ending
+    keeps the step's status when it is not 0, and is :data:`hpcflow.protocol.EXIT_UNFINISHED`
+    when it is: a program that saved on the warning and exited 0 has not finished, and Slurm
+    must not call the job COMPLETED (a batch script that exits non-zero makes the job FAILED,
+    sbatch(1); ``--dependency=afterok`` then does not fire). A cancel and the time limit keep
+    the step's status: Slurm's state is CANCELLED or TIMEOUT whatever it is. ``status`` and
+    ``report`` keep hpcflow's finer reason.
+    """
+    if reason in (P.REASON_COMPLETED, P.REASON_COMPLETED_AFTER_DONE):
+        return 0
+    if reason in (P.REASON_CANCELLED, P.REASON_TIME_LIMIT):
+        return rc  # Slurm's own state already says CANCELLED or TIMEOUT, whatever the status
+    return rc if rc != 0 else P.EXIT_UNFINISHED
 
 
 def blame_node(facts: StepFacts) -> str | None:
@@ -211,6 +245,8 @@ class Action:
         requeue_fields: the ``requeue`` event's members (``step``, ``cause``, ...).
         log: lines for the job log.
         exclude: nodes to put in the requeued job's ExcNodeList.
+        already_requeued: the program requeued the job itself: record the ``requeue`` event
+            (``requeue_fields``) and requeue nothing.
     """
 
     requeue: bool
@@ -219,37 +255,64 @@ class Action:
     requeue_fields: Mapping[str, Any] = field(default_factory=dict)
     log: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    already_requeued: bool = False
 
 
 def _requeue_or(limits: Limits, history: History, *, what: str, rc: int,
                 fields: Mapping[str, Any], requeue_id: str, counted: bool = True,
-                exclude: tuple[str, ...] = ()) -> Action:
+                exclude: tuple[str, ...] = (), cause: str = P.CAUSE_TIME_LIMIT) -> Action:
     if not limits.requeue_allowed:
         return Action(False, P.REASON_REQUEUE_DISABLED, rc,
                       log=(f"{what}; not requeueing (preemption.requeue is false)",))
-    used = requeues_used(history, limits)
-    if counted and used >= limits.max_requeues:
+    used = requeues_used(history, limits, cause)
+    bound, name = requeue_budget(limits, cause)
+    kind = "preemption" if cause == P.CAUSE_PREEMPTION else "time-limit"
+    if counted and used >= bound:
         return Action(False, P.REASON_REQUEUE_LIMIT, rc,
-                      log=(f"{what}, but the job has used its {limits.max_requeues} requeue(s)",))
-    line = (f"{what}: requeueing {requeue_id} (restart {history.restart + 1}"
-            + (f" of at most {limits.max_requeues})" if counted else ")"))
+                      log=(f"{what}, but the job has used its {bound} {kind} requeue(s) ({name})",))
+    if not counted:
+        tail = ")"
+    elif cause == P.CAUSE_PREEMPTION:
+        tail = f"; preemption {used + 1} of at most {bound}, {name})"
+    else:
+        tail = f" of at most {bound})"
+    line = f"{what}: requeueing {requeue_id} (restart {history.restart + 1}{tail}"
+    if counted and cause == P.CAUSE_PREEMPTION:  # no cause: a time-limit requeue (protocol.py)
+        fields = {**fields, "cause": cause}
     return Action(True, P.REASON_REQUEUE_FAILED, rc, requeue_fields=dict(fields),
                   log=(line,), exclude=exclude)
 
 
 def ending(facts: StepFacts, history: History, limits: Limits, *,
            outcome: StepOutcome | None = None, requeue_id: str = "") -> Action:
+    """The ending ladder (:func:`_ladder`), with the batch script's exit status of an ending
+    that is not a requeue from :func:`exit_status`: only a finished job exits 0. (A requeue's
+    ``rc`` is the step's; the caller passes it through :func:`exit_status` if the requeue
+    fails.)"""
+    action = _ladder(facts, history, limits, outcome=outcome, requeue_id=requeue_id)
+    if action.already_requeued or action.requeue:
+        return action
+    return Action(action.requeue, action.reason, exit_status(action.reason, action.rc),
+                  action.requeue_fields, action.log, action.exclude)
+
+
+def _ladder(facts: StepFacts, history: History, limits: Limits, *,
+            outcome: StepOutcome | None = None, requeue_id: str = "") -> Action:
     """The ending ladder: the first rule that holds decides.
 
+    0. the program requeued the job itself while it ran (``scontrol requeue`` from a rank):
+       record that requeue, against the warning's budget, and requeue nothing (one requeue,
+       not two);
     1. cancelled (``scancel``): never requeued, whatever was saved;
     2. the done record: completed, whatever status a rank's teardown gave srun;
        then Slurm's time limit: never requeued (the job is past its limit);
     3. a node excluded with no spare left: requeue without it (a failure, not a preemption);
     4. a committed preemption checkpoint: requeue (torchrun exits 1 after a clean save, so the
        commit record decides, never the status); ``rc`` 75 when not requeued;
-    5. hpcflow stopped the program before the deadline, or Slurm preempted the job: requeue
-       whatever its exit status (a program that saves on TERM and exits 0 has not finished;
-       only the done record says so);
+    5. hpcflow stopped the program before the deadline, the program took the forwarded warning
+       itself and left, or Slurm preempted the job: requeue whatever its exit status (a program
+       that saves on the warning or on TERM and exits 0 has not finished; only the done record
+       says so);
     6. status 0: completed;
     7. a warning without a commit: not requeued (``preempted_no_checkpoint``);
     8. ranks of a program that joined died of a signal without a record: ``rank_killed``;
@@ -259,6 +322,17 @@ def ending(facts: StepFacts, history: History, limits: Limits, *,
     The restart rules' reason (``outcome.fail_reason``) replaces 8 and 9's generic ones.
     """
     rc = facts.rc
+    if facts.requeued_by_program and not facts.done:
+        bound, name = requeue_budget(limits, facts.cause)
+        over = requeues_used(history, limits, facts.cause) >= bound
+        line = ("the program requeued the job itself (scontrol requeue from a rank): not "
+                "requeueing it again; " + (
+                    f"but its {bound} requeue(s) ({name}) are used: the next attempt ends at its "
+                    "start" if over else
+                    "the next attempt resumes from the program's own checkpoint"))
+        return Action(False, P.REASON_REQUEUE, 0, already_requeued=True, requeue_fields={
+            "step": None, "checkpoint": False, "cause": facts.cause,
+            "by": P.REQUEUED_BY_PROGRAM, "over_budget": over}, log=(line,))
     if facts.cancelled:
         return Action(False, P.REASON_CANCELLED, rc,
                       log=("the job was cancelled: not requeueing",))
@@ -281,14 +355,16 @@ def ending(facts: StepFacts, history: History, limits: Limits, *,
         step = facts.committed_step if facts.committed_step >= 0 else None
         action = _requeue_or(limits, history, what=f"checkpoint at step {step} committed",
                              rc=P.EXIT_PREEMPTED, fields={"step": step},
-                             requeue_id=requeue_id)
+                             requeue_id=requeue_id, cause=facts.cause)
         return action
-    if facts.stopped_unaware or (facts.slurm_preempted and facts.warnings):
+    if facts.stopped_unaware or facts.handled_warning or (facts.slurm_preempted
+                                                          and facts.warnings):
         what = ("stopped before the deadline" if facts.stopped_unaware
+                else "the program took the warning itself and left" if facts.handled_warning
                 else "preempted by Slurm")
         return _requeue_or(limits, history, what=f"{what}, without an hpcflow checkpoint",
                            rc=rc, fields={"step": None, "checkpoint": False},
-                           requeue_id=requeue_id)
+                           requeue_id=requeue_id, cause=facts.cause)
     if rc == 0:
         return Action(False, P.REASON_COMPLETED, 0)
     if facts.warnings or facts.flag:
@@ -365,6 +441,10 @@ def attempt_start(history: History, limits: Limits, hosts: Sequence[str]) -> Att
     """An attempt that Slurm requeued after the failure bound was reached (a node failure) does
     not start; otherwise its steps avoid the nodes earlier attempts excluded, when enough others
     are left."""
+    if history.over_budget:
+        return AttemptStart(False, P.REASON_REQUEUE_LIMIT, log=(
+            "the program requeued the job itself with no requeue of its budget left "
+            "(preemption.max_requeues or max_preemptions): not starting",))
     if limits.resilience and failures(history) > limits.max_failures:
         return AttemptStart(False, P.REASON_FAILURE_LIMIT, log=(
             f"the job has had {failures(history)} failure(s), more than resilience.max_failures "

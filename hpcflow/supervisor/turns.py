@@ -28,9 +28,14 @@ from typing import Any
 from hpcflow import fsutil, ledger
 from hpcflow import protocol as P
 from hpcflow.hostlist import expand_hostlist
-from hpcflow.supervisor import effects, facts, rules, warning
+from hpcflow.supervisor import effects, facts, rules, sigcatch, warning
+from hpcflow.supervisor.commands import sigprobe_argv
 
-__all__ = ["Job", "StartAnswer", "StepEnd", "Turns", "log"]
+__all__ = ["CATCH_RECHECK_S", "Job", "StartAnswer", "StepEnd", "Turns", "log"]
+
+#: Seconds between two reads of a held warning's step: a program installs its handler some
+#: time after it starts (Lightning: at ``Trainer.fit``), and the warning then goes to it.
+CATCH_RECHECK_S = 10.0
 
 
 def log(message: str) -> None:
@@ -63,14 +68,22 @@ class Job:
         self.paths = facts.Paths(Path(run_dir), Path(checkpoint_dir), job_id, restart)
         self.limits = rules.Limits(
             ntasks=cfg["ntasks"], step_nodes=cfg["step_nodes"], max_requeues=cfg["max_requeues"],
+            max_preemptions=cfg["max_preemptions"],
             requeue_allowed=cfg["requeue_allowed"], resilience=cfg["resilience"],
             max_in_job_restarts=cfg.get("max_in_job_restarts", 0),
             max_failures=cfg.get("max_failures", 0), exclude_after=cfg.get("exclude_after", 0))
 
     @property
     def protocol(self) -> str:
-        """``program.protocol`` (``auto``, ``requeue``)."""
+        """``program.protocol`` (``auto``, ``requeue``, ``handles_signal``)."""
         return str(self.cfg.get("program_protocol", "auto"))
+
+    @property
+    def tasks(self) -> int:
+        """The srun tasks of a step: its ranks, or one torchrun per node."""
+        if self.cfg.get("launcher", "srun") == "torchrun":
+            return int(self.cfg["step_nodes"])
+        return self.limits.ntasks
 
     def hosts(self) -> list[str]:
         """The allocation's hosts, or ``[]`` when the node list cannot be expanded."""
@@ -136,6 +149,13 @@ class _State:
     slurm: warning.SlurmView = field(default_factory=warning.SlurmView)
     warnings: int = 0
     stopped_unaware: bool = False
+    #: The warning went to a program that had not joined and catches it itself.
+    forwarded: bool = False
+    #: A warning waits for the program to catch it (asked again every CATCH_RECHECK_S).
+    held: bool = False
+    held_checked_at: float = 0.0
+    #: What brought the warnings (rules.requeue_budget): a preemption once any was one.
+    cause: str = P.CAUSE_TIME_LIMIT
 
 
 class Turns:
@@ -146,10 +166,13 @@ class Turns:
         deadline_s: when the job must be off its nodes as known at the start (Unix s:
             ``SLURM_JOB_END_TIME``, or the attempt's start plus the time limit).
         now: the clock (Unix seconds; tests pass their own).
+        nnodes: ``SLURM_NNODES`` (the catch probe runs on every node of the allocation).
     """
 
-    def __init__(self, job: Job, *, deadline_s: int, now: Any = time.time) -> None:
+    def __init__(self, job: Job, *, deadline_s: int, now: Any = time.time,
+                 nnodes: str = "") -> None:
         self.job = job
+        self.nnodes = nnodes
         self.attempt_deadline_s = deadline_s
         self.deadline_s = deadline_s
         self._now = now
@@ -169,7 +192,10 @@ class Turns:
         """Before the first step: ``attempt_start``; a job rendered for another protocol
         version, or past its failure bound, ends at once."""
         job = self.job
-        job.event(P.EVENT_ATTEMPT_START, nodelist=job.nodelist)
+        lim = job.limits
+        job.event(P.EVENT_ATTEMPT_START, nodelist=job.nodelist, budgets={
+            "max_requeues": lim.max_requeues, "max_preemptions": lim.max_preemptions,
+            "max_failures": lim.max_failures, "resilience": lim.resilience})
         if not self.version_ok():
             return StartAnswer(False, 1)
         if not job.paths.version.exists():
@@ -205,21 +231,28 @@ class Turns:
 
     # ---- the warning and the stop timer -------------------------------------------------------
     def warning(self, signal_name: str, step_pid: int) -> None:
-        """The preemption warning: the flag file and the forward first, then the deadline as it
-        is now (a notice's, or the job's current EndTime: Slurm moves it on a preemption) and
-        the stop timer (:attr:`timer_at`).
+        """The preemption warning: the flag file and the forward first (to ranks that joined,
+        or to a program whose every process catches the signal itself), then the deadline as
+        it is now (a notice's, or the job's current EndTime: Slurm moves it on a preemption),
+        the warning's cause and the stop timer (:attr:`timer_at`).
 
         Args:
             signal_name: ``USR1`` or ``USR2``.
             step_pid: srun's pid, 0 when no step runs.
         """
-        job = self.job
-        self.state.warnings += 1
+        job, state = self.job, self.state
+        state.warnings += 1
         joined = job.joined()
         now = int(self._now())
+        running = effects.step_alive(step_pid)
+        verdict = None
+        if not state.forwarded and warning.wants_catch_check(
+                protocol=job.protocol, joined=joined, ntasks=job.limits.ntasks,
+                step_running=running):
+            verdict = self._catch_check()
         plan = warning.on_warning(protocol=job.protocol, launcher=job.cfg.get("launcher", "srun"),
                                   signal=signal_name, joined=joined, ntasks=job.limits.ntasks,
-                                  step_running=effects.step_alive(step_pid))
+                                  step_running=running, catch=verdict)
         if plan.flag:
             try:
                 fsutil.write_atomic(job.paths.flag, f"{now}\n")
@@ -231,17 +264,28 @@ class Turns:
         if plan.forward and not forwarded:
             log("the step had already ended")
             log(warning.not_forwarded(signal_name, joined, job.limits.ntasks))
+        if verdict is not None:
+            self._record_catch(verdict, forwarded)
+            state.forwarded = state.forwarded or forwarded
+            state.held = not forwarded and running
+            state.held_checked_at = time.monotonic()
         notice: int | None = None
         text = facts.read_small(job.paths.notice)
         if text is not None:
             job.paths.notice.unlink(missing_ok=True)
             notice = int(text.strip()) if text.strip().isdigit() else None
-        new = warning.deadline(self.deadline_s, notice_s=notice,
-                               end_time_s=facts.slurm_job(job.job_id).end_time_s)
+        end_time_s = facts.slurm_job(job.job_id).end_time_s
+        new = warning.deadline(self.deadline_s, notice_s=notice, end_time_s=end_time_s)
+        if warning.warning_cause(
+                notice=text is not None,
+                end_time_moved=end_time_s is not None
+                and end_time_s < self.attempt_deadline_s - 5) == P.CAUSE_PREEMPTION:
+            state.cause = P.CAUSE_PREEMPTION
         timer = warning.stop_timer(protocol=job.protocol, joined=joined,
                                    timer_armed=self.timer_at is not None,
                                    old_deadline_s=self.deadline_s, deadline_s=new, now_s=now,
-                                   margin_s=int(job.cfg.get("requeue_margin_s", 0)))
+                                   margin_s=int(job.cfg.get("requeue_margin_s", 0)),
+                                   forwarded=state.forwarded)
         for line in timer.log:
             log(line)
         self.deadline_s = new
@@ -249,6 +293,40 @@ class Turns:
             self.timer_at = now + timer.timer_s
         job.event(P.EVENT_SIGNAL, signal=signal_name, joined=joined, forwarded=forwarded,
                   deadline=new, source=P.SOURCE_WARNING)
+
+    def _catch_check(self) -> sigcatch.CatchVerdict:
+        """Read the running step's processes on every node (:mod:`hpcflow.supervisor.sigprobe`)."""
+        job = self.job
+        reports = effects.catch_reports(sigprobe_argv(job.cfg, job_id=job.job_id, try_=self.try_,
+                                                      nnodes=self.nnodes))
+        return sigcatch.forward_verdict(reports, tasks=job.tasks, signal=str(job.cfg["signal"]))
+
+    def _record_catch(self, verdict: sigcatch.CatchVerdict, forwarded: bool) -> None:
+        self.job.event(P.EVENT_CATCH_CHECK, forwarded=forwarded, ranks=verdict.ranks_found,
+                       why=verdict.why, not_catching=[
+                           {"node": n, "pid": pid, "comm": comm}
+                           for n, pid, comm in verdict.not_catching[:sigcatch.MAX_NAMED]])
+
+    def recheck_held(self, signal_name: str, step_pid: int) -> None:
+        """A held warning (the program did not catch the signal when it came): read the step
+        again every :data:`CATCH_RECHECK_S`, and forward the signal once every process of it
+        catches it (a program installs its handler some time after it starts)."""
+        state, job = self.state, self.job
+        if not state.held or time.monotonic() - state.held_checked_at < CATCH_RECHECK_S:
+            return
+        state.held_checked_at = time.monotonic()
+        if not effects.step_alive(step_pid) or job.joined() >= job.limits.ntasks:
+            state.held = False
+            return
+        verdict = self._catch_check()
+        if not verdict.forward:
+            return
+        state.held = False
+        state.forwarded = effects.forward(step_pid, signal_name)
+        if state.forwarded:
+            log(f"{signal_name}: {verdict.why} now: forwarding the held warning to the step, as "
+                "a plain sbatch would")
+        self._record_catch(verdict, state.forwarded)
 
     def deadline(self, step_pid: int) -> None:
         """The stop timer fired: wait for the joined ranks' checkpoint, or stop the program
@@ -259,6 +337,7 @@ class Turns:
         for line in action.log:
             log(line)
         if action.action == "stop":
+            self.state.held = False
             self.job.event(P.EVENT_STOP, signal="TERM")
             self.state.stopped_unaware = True
             effects.stop_program(self.job.job_id, step_pid, int(self.job.cfg["term_grace_s"]))
@@ -269,7 +348,12 @@ class Turns:
         its end time as it is now."""
         slurm = facts.slurm_job(self.job.job_id)
         view = warning.slurm_view(slurm.state, slurm.reason, slurm.end_time_s,
-                                terminated=self.terminated, deadline_s=self.attempt_deadline_s)
+                                terminated=self.terminated, deadline_s=self.attempt_deadline_s,
+                                restarts=slurm.restarts, restart=self.job.restart)
+        if view.requeued and not self.state.forwarded:
+            # Requeued, not by a program hpcflow gave the warning to (an admin's scontrol
+            # requeue, Slurm's after a node failure): Slurm is ending this attempt, as a cancel.
+            view = warning.SlurmView(cancelled=True)
         return view, slurm.end_time_s
 
     def _step_facts(self, rc: int) -> rules.StepFacts:
@@ -279,6 +363,8 @@ class Turns:
             warnings=self.state.warnings + (1 if slurm.preempted else 0),
             slurm_preempted=slurm.preempted, cancelled=slurm.cancelled,
             time_limit=slurm.time_limit, stopped_unaware=self.state.stopped_unaware,
+            handled_warning=self.state.forwarded, requeued_by_program=slurm.requeued,
+            cause=P.CAUSE_PREEMPTION if slurm.preempted else self.state.cause,
             flag=paths.flag.exists(), committed_step=facts.committed_step(paths.committed),
             done=paths.done.exists(), error_sigs=facts.error_sigs(paths.errors(self.try_)),
             hang=(paths.heartbeat(self.try_) / P.HANG_MARKER).is_file(),
@@ -327,6 +413,9 @@ class Turns:
                               outcome=self.state.outcome, requeue_id=job.requeue_id)
         for line in action.log:
             log(line)
+        if action.already_requeued:
+            job.event(P.EVENT_REQUEUE, **action.requeue_fields)
+            return 0
         if action.requeue:
             job.event(P.EVENT_REQUEUE, **action.requeue_fields)
             result = effects.requeue(job.requeue_id, action.exclude)
@@ -337,9 +426,10 @@ class Turns:
                 return 0
             log(f"scontrol requeue {job.requeue_id} failed (does the job have --requeue?) "
                 f"{result.error}")
-        job.event(P.EVENT_JOB_END, rc=action.rc, reason=action.reason)
-        log(f"job ends: {action.reason} (status {action.rc})")
-        return action.rc
+        rc = rules.exit_status(action.reason, action.rc)
+        job.event(P.EVENT_JOB_END, rc=rc, reason=action.reason)
+        log(f"job ends: {action.reason} (status {rc})")
+        return rc
 
     def end_early(self, rc: int, reason: str) -> int:
         """End the attempt before any step ran (``job_end`` with ``reason``)."""
