@@ -29,6 +29,7 @@ ENDING_NOT_REQUEUED = "not_requeued"
 ENDING_VERSION_SKEW = "version_skew"
 ENDING_SUPERVISOR_ERROR = "supervisor_error"
 ENDING_NETWORK_FALLBACK = "network_fallback"
+ENDING_PROGRAM_REQUEUED = "program_requeued"
 #: kind -> what it means, in the words ``status`` and ``report`` print.
 ENDING_KINDS: dict[str, str] = {
     ENDING_COMPLETED: "completed: every step trained and the program exited 0, or the final "
@@ -62,6 +63,9 @@ ENDING_KINDS: dict[str, str] = {
     ENDING_NETWORK_FALLBACK: "network fallback: NCCL chose TCP sockets on an instance with EFA "
                              "(network.require_efa); every rank stopped after the first "
                              "collective",
+    ENDING_PROGRAM_REQUEUED: "requeued by the program: it caught the warning signal, saved its "
+                             "own checkpoint and requeued the job itself (scontrol requeue from a "
+                             "rank, as Lightning does); hpcflow did not requeue it again",
 }
 #: job_end/requeue ``reason`` words the batch script writes -> ending kind.
 REASON_KIND: dict[str, str] = {
@@ -83,6 +87,7 @@ REASON_KIND: dict[str, str] = {
     P.REASON_VERSION_SKEW: ENDING_VERSION_SKEW,
     P.REASON_SUPERVISOR_ERROR: ENDING_SUPERVISOR_ERROR,
     P.REASON_NETWORK_FALLBACK: ENDING_NETWORK_FALLBACK,
+    P.REASON_PROGRAM_REQUEUED: ENDING_PROGRAM_REQUEUED,
 }
 #: The warned preemptions: an attempt that ended so and lost no step is no failure.
 PREEMPTED_KINDS = (ENDING_PREEMPTED, ENDING_PREEMPTED_SPOT, ENDING_PREEMPTED_SLURM)
@@ -93,7 +98,8 @@ SPOT_KIND: dict[str, str] = {ENDING_PREEMPTED: ENDING_PREEMPTED_SPOT}
 #: :data:`hpcflow.protocol.SOURCE_SLURM_PREEMPT`).
 SLURM_PREEMPT_KIND: dict[str, str] = {ENDING_PREEMPTED: ENDING_PREEMPTED_SLURM}
 #: job_end/requeue ``reason`` words that follow a warning signal (the preemption path).
-WARNED_REASONS = (P.REASON_REQUEUE, P.REASON_REQUEUED_NO_CHECKPOINT, P.REASON_REQUEUE_LIMIT,
+WARNED_REASONS = (P.REASON_REQUEUE, P.REASON_REQUEUED_NO_CHECKPOINT, P.REASON_PROGRAM_REQUEUED,
+                  P.REASON_REQUEUE_LIMIT,
                   P.REASON_PREEMPTED_NO_CHECKPOINT, P.REASON_REQUEUE_FAILED, P.REASON_REQUEUE_DISABLED)
 #: Ledger events an in-job failure leaves (the step ended, the attempt goes on) -> kind.
 FAILURE_EVENT_KIND: dict[str, str] = {

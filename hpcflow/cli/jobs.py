@@ -95,6 +95,11 @@ def status(job_id: str | None, as_json: bool) -> None:
         print_table(None, COLUMNS, _status_rows([st]))
         if st.network:
             click.echo(f"network: {st.network}")
+        if st.budgets:
+            words = {"time_limit_requeues": "time-limit requeues", "preemptions": "preemptions",
+                     "failures": "failures"}
+            click.echo("left: " + ", ".join(f"{words.get(k, k)} {max(b - u, 0)} of {b}"
+                                            for k, (u, b) in st.budgets.items()))
 
 
 @click.command("list", cls=JsonCommand)

@@ -144,6 +144,7 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
                 signal = ev
         elif kind in ("job_end", "requeue"):
             reason = str(ev.get("reason", "")) if kind == "job_end" else (
+                P.REASON_PROGRAM_REQUEUED if ev.get("by") == P.REQUEUED_BY_PROGRAM else
                 P.REASON_REQUEUED_NO_CHECKPOINT if ev.get("checkpoint") is False else
                 P.REASON_NODE_EXCLUDED if ev.get("cause") == P.REASON_NODE_EXCLUDED else
                 "requeue")

@@ -8,10 +8,11 @@ ledger the batch script writes (always, see docs/protocol.md). Pure: the caller 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hpcflow import ending_kinds as K
+from hpcflow import protocol as P
 
 # Job states after which Slurm will not run the job again by itself (squeue(1), JOB STATE
 # CODES). PREEMPTED, REQUEUED, REQUEUE_HOLD, NODE_FAIL (with --requeue) and SUSPENDED are not
@@ -42,6 +43,9 @@ class JobStatus:
             ``node_failure``, ``program_error``, ``held``...); ``""`` while nothing ended.
         network: what NCCL ran over in the last attempt that recorded it (the ledger's
             ``network`` event: ``NCCL over EFA (aws-ofi-nccl 1.9.1, 32 NICs)``), or ``""``.
+        budgets: per budget (``time_limit_requeues``, ``preemptions``, and with resilience
+            ``failures``), ``[used, bound]`` as the supervisor counts them
+            (:func:`budgets_used`); empty when the ledger has no bounds (protocol 4).
     """
 
     job_id: str
@@ -57,6 +61,7 @@ class JobStatus:
     source: str
     ending: str = ""
     network: str = ""
+    budgets: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,7 +106,10 @@ def _ledger_summary(events: Sequence[Mapping[str, Any]], now_s: float) -> dict[s
         summary["reason"] = str(last.get("reason", ""))
     elif kind == "requeue":
         summary["state"] = "REQUEUED"
-        if last.get("checkpoint") is False:
+        if last.get("by") == P.REQUEUED_BY_PROGRAM:
+            summary["reason"] = ("the program caught the warning, saved its own checkpoint and "
+                                 "requeued the job itself; it resumes from that checkpoint")
+        elif last.get("checkpoint") is False:
             summary["reason"] = ("preempted; requeued without an hpcflow checkpoint (the program "
                                  "did not join the protocol; it resumes from its own checkpoints)")
         else:
@@ -198,8 +206,37 @@ def compose_status(
         elapsed_s=ledger.get("elapsed_to_last_s") if finished else ledger["elapsed_s"],
         reason=reason,
         exit_code=exit_code if finished else None, run_dir=run_dir, source=source,
-        ending=ending, network=_network(events),
+        ending=ending, network=_network(events), budgets=budgets_used(events),
     )
+
+
+def budgets_used(events: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """``[used, bound]`` of each requeue budget, counted by the supervisor's own rules
+    (:func:`hpcflow.supervisor.rules.requeues_used`, :func:`~hpcflow.supervisor.rules.failures`)
+    from the ledger, with the bounds the last attempt recorded at its start."""
+    from hpcflow.supervisor.rules import History, Limits, failures, requeues_used
+
+    start = next((e for e in reversed(events) if e.get("event") == P.EVENT_ATTEMPT_START
+                  and isinstance(e.get("budgets"), Mapping)), None)
+    if start is None:
+        return {}
+    bounds = start["budgets"]
+    try:
+        limits = Limits(ntasks=0, step_nodes=0, max_requeues=int(bounds["max_requeues"]),
+                        max_preemptions=int(bounds["max_preemptions"]),
+                        max_failures=int(bounds["max_failures"]),
+                        resilience=bounds.get("resilience") is True)
+        restart = int(start.get("restart", 0))
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return {}
+    history = History.from_events(events, restart)
+    out = {"time_limit_requeues": [requeues_used(history, limits, P.CAUSE_TIME_LIMIT),
+                                   limits.max_requeues],
+           "preemptions": [requeues_used(history, limits, P.CAUSE_PREEMPTION),
+                           limits.max_preemptions]}
+    if limits.resilience:
+        out["failures"] = [failures(history), limits.max_failures]
+    return out
 
 
 def _network(events: Sequence[Mapping[str, Any]]) -> str:
