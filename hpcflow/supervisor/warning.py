@@ -132,6 +132,9 @@ def on_warning(*, protocol: str, launcher: str, signal: str, joined: int, ntasks
                "ranks that join later"]
     why = f" ({catch.why})" if catch is not None else ""
     log.append(not_forwarded(signal, joined, ntasks) + why)
+    if protocol == P.PROTOCOL_HANDLES_SIGNAL and catch is not None:
+        log.append(f"program.protocol is handles_signal, but the step does not catch {signal} "
+                   "on every process yet: it is asked again until it does")
     return WarningPlan(True, False, tuple(log))
 
 
