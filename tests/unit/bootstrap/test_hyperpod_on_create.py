@@ -22,7 +22,6 @@ from hpcflow.spec.cluster_loading import validate_cluster_spec
 SHA = "ab" * 32
 CONTROLLER, LOGIN, WORKER = "10.1.0.10", "10.1.0.20", "10.1.0.32"
 RESOURCE_CONFIG = {
-    "ClusterConfig": {"ClusterName": "train-hp"},
     "InstanceGroups": [
         {"Name": "controller", "Instances": [{"InstanceName": "c-1", "CustomerIpAddress": CONTROLLER}]},
         {"Name": "login", "Instances": [{"InstanceName": "l-1", "CustomerIpAddress": LOGIN}]},
