@@ -76,3 +76,55 @@ def to_ec2_instance_type(instance_type: str) -> str:
     """The EC2 name of a SageMaker instance type: ``ml.p5.48xlarge`` -> ``p5.48xlarge``; a name
     without the prefix is returned as it is."""
     return instance_type[len(ML_PREFIX):] if instance_type.startswith(ML_PREFIX) else instance_type
+
+
+def constraint_problems(service: str, operation: str, params: Mapping[str, Any]) -> list[str]:
+    """What the service would refuse that botocore's own validation lets through: a value above
+    a ``max`` bound (a number, or a string's or list's length), a string outside its ``pattern``
+    or its enum, read from the same service model.
+
+    botocore checks only the ``min`` bounds (``botocore/validate.py``: "the max constraints are
+    not validated", since a service may raise them); the model's bounds are those of the API
+    reference pages. A pattern Python's ``re`` cannot compile (``\\p{L}`` classes) is skipped.
+
+    Returns:
+        One line per problem, with the member path (``InstanceGroups[2].InstanceCount``).
+
+    Raises:
+        As :func:`request_problems`, for a name botocore does not know.
+    """
+    shape = _service_model(service).operation_model(operation).input_shape
+    out: list[str] = []
+    _walk(shape, params, "", out)
+    return out
+
+
+def _walk(shape: Any, value: Any, path: str, out: list[str]) -> None:
+    import re
+
+    meta = shape.metadata
+    kind = shape.type_name
+    if kind == "structure" and isinstance(value, Mapping):
+        for name, member in shape.members.items():
+            if name in value:
+                _walk(member, value[name], f"{path}.{name}" if path else name, out)
+    elif kind == "list" and isinstance(value, list):
+        if "max" in meta and len(value) > meta["max"]:
+            out.append(f"{path}: {len(value)} items, at most {meta['max']} allowed")
+        for i, item in enumerate(value):
+            _walk(shape.member, item, f"{path}[{i}]", out)
+    elif kind == "string" and isinstance(value, str):
+        if "max" in meta and len(value) > meta["max"]:
+            out.append(f"{path}: {len(value)} characters, at most {meta['max']} allowed")
+        if shape.enum and value not in shape.enum:
+            out.append(f"{path}: {value!r} is not one of {len(shape.enum)} allowed values")
+        elif "pattern" in meta:
+            try:
+                ok = re.fullmatch(meta["pattern"].removeprefix("^").removesuffix("$"), value)
+            except re.error:
+                ok = True
+            if not ok:
+                out.append(f"{path}: {value!r} does not match {meta['pattern']}")
+    elif kind in ("integer", "long") and isinstance(value, int) and not isinstance(value, bool):
+        if "max" in meta and value > meta["max"]:
+            out.append(f"{path}: {value} is above the largest allowed, {meta['max']}")

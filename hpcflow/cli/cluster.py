@@ -276,3 +276,7 @@ def _schema_version() -> str:
 from hpcflow.cli.cluster_upload import upload_bootstrap  # noqa: E402
 
 cluster.add_command(upload_bootstrap)
+
+from hpcflow.cli.cluster_hyperpod import hyperpod  # noqa: E402
+
+cluster.add_command(hyperpod)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hpcflow.spec.cluster_hyperpod import HyperPodSpec
 from hpcflow.spec.cluster_storage import StorageSpec
 from hpcflow.spec.cluster_types import (
     AmiId,
@@ -325,6 +326,11 @@ class ClusterSpec(_Model):
                                        description="CloudWatch monitoring.")
     tags: dict[str, str] = Field(default_factory=dict,
                                  description="Tags on every resource of the cluster (``Tags``).")
+    hyperpod: HyperPodSpec | None = Field(
+        None, description="SageMaker HyperPod (Slurm) settings: with this block, ``hpcflow "
+                          "cluster hyperpod create`` renders the same cluster as a HyperPod "
+                          "CreateCluster request and lifecycle bundle (docs/hyperpod.md); "
+                          "``cluster render`` ignores it.")
     pcluster: dict[str, Any] = Field(
         default_factory=dict,
         description="Raw ParallelCluster YAML deep-merged over the rendered config, for any "

@@ -34,6 +34,12 @@ def _matching(pattern: str, what: str, example: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def matching(pattern: str, what: str, example: str) -> AfterValidator:
+    """A validator that refuses a string outside ``pattern`` (full match), saying what is
+    expected and giving ``example`` (and a lowercase or stripped hint when that would match)."""
+    return _matching(pattern, what, example)
+
+
 SubnetId = Annotated[str, _matching(r"subnet-[0-9a-z]+", "a subnet id",
                                     "subnet-0a1b2c3d4e5f60718")]
 SecurityGroupId = Annotated[str, _matching(r"sg-[0-9a-z]+", "a security group id",

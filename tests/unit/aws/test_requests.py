@@ -38,3 +38,23 @@ def test_ml_names_round_trip(ec2, ml):
     assert to_ml_instance_type(ml) == ml
     assert to_ec2_instance_type(ml) == ec2
     assert to_ec2_instance_type(ec2) == ec2
+
+
+def test_constraints_botocore_leaves_to_the_service_are_read_from_the_model():
+    from hpcflow.aws.requests import constraint_problems
+
+    group = {"InstanceGroupName": "bad_name", "InstanceType": "ml.p5.48xl",
+             "InstanceCount": 7000, "ExecutionRole": "arn:aws:iam::123456789012:role/r",
+             "LifeCycleConfig": {"SourceS3Uri": "s3://b/lc/", "OnCreate": "on_create.sh"}}
+    request = {"ClusterName": "c", "InstanceGroups": [group],
+               "Tags": [{"Key": f"k{i}", "Value": "v"} for i in range(51)]}
+    assert request_problems("sagemaker", "CreateCluster", request) == []  # botocore: fine
+    problems = constraint_problems("sagemaker", "CreateCluster", request)
+    assert "InstanceGroups[0].InstanceCount: 7000 is above the largest allowed, 6758" in problems
+    assert any(p.startswith("InstanceGroups[0].InstanceGroupName: 'bad_name'") for p in problems)
+    assert any(p.startswith("InstanceGroups[0].InstanceType: 'ml.p5.48xl' is not one of")
+               for p in problems)
+    assert "Tags: 51 items, at most 50 allowed" in problems
+    group.update(InstanceGroupName="ok", InstanceType="ml.p5.48xlarge", InstanceCount=2)
+    request["Tags"] = request["Tags"][:50]
+    assert constraint_problems("sagemaker", "CreateCluster", request) == []

@@ -19,6 +19,7 @@ COMMANDS = [
     ["local-cluster", "status"], ["local-cluster", "rehearse"],
     ["cluster"], ["cluster", "render"], ["cluster", "validate"], ["cluster", "import"],
     ["cluster", "instances"], ["cluster", "cost"], ["cluster", "upload-bootstrap"],
+    ["cluster", "hyperpod"], ["cluster", "hyperpod", "create"], ["cluster", "hyperpod", "describe"],
     ["doctor"], ["doctor", "nccl"], ["bootstrap"], ["spot-watch"],
     ["plan"], ["plan", "goodput"], ["plan", "layout"],
 ]
