@@ -108,8 +108,8 @@ class Attempt:
 
     def _on_term(self, signum: int, frame: Any) -> None:
         if not self.turns.terminated:
-            log("TERM: Slurm is ending the job (a cancel or the time limit); the step ends with "
-                "it, and the job is not requeued")
+            log("TERM: Slurm is ending this attempt (a cancel, the time limit, or a requeue the "
+                "program made); the step ends with it, and hpcflow requeues nothing")
         self.turns.terminated = True
 
     def new_warnings(self) -> int:
