@@ -90,7 +90,8 @@ REASON_KIND: dict[str, str] = {
     P.REASON_PROGRAM_REQUEUED: ENDING_PROGRAM_REQUEUED,
 }
 #: The warned preemptions: an attempt that ended so and lost no step is no failure.
-PREEMPTED_KINDS = (ENDING_PREEMPTED, ENDING_PREEMPTED_SPOT, ENDING_PREEMPTED_SLURM)
+PREEMPTED_KINDS = (ENDING_PREEMPTED, ENDING_PREEMPTED_SPOT, ENDING_PREEMPTED_SLURM,
+                   ENDING_PROGRAM_REQUEUED)
 #: Kinds a warning signal leads to -> the kind when a ``spot_notice`` of the attempt sent it
 #: (the others keep their kind; their detail names the source).
 SPOT_KIND: dict[str, str] = {ENDING_PREEMPTED: ENDING_PREEMPTED_SPOT}

@@ -212,7 +212,7 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
         ready = att.end if att.end is not None else now_s
         run = (att.end if att.end is not None else now_s) - att.start
         att.startup_s = max(0.0, run - att.training_s - att.lost_s - att.checkpointing_s)
-    requeued = ("requeue", REASON_REQUEUED_NO_CHECKPOINT)
+    requeued = ("requeue", REASON_REQUEUED_NO_CHECKPOINT, P.REASON_PROGRAM_REQUEUED)
     last = attempts[-1] if attempts else None
     end = last.end if last and last.end is not None and (last.outcome not in requeued or
                                                          not alive) else now_s
@@ -266,6 +266,8 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
 def _outcome(event: Mapping[str, Any]) -> str:
     """An attempt's outcome from its last ledger event (``requeue`` or ``job_end``)."""
     if event.get("event") == "requeue":
+        if event.get("by") == P.REQUEUED_BY_PROGRAM:
+            return P.REASON_PROGRAM_REQUEUED
         return REASON_REQUEUED_NO_CHECKPOINT if event.get("checkpoint") is False else "requeue"
     return str(event.get("reason", "ended"))
 

@@ -52,3 +52,20 @@ def test_status_prints_what_is_left(monkeypatch):
     out = CliRunner().invoke(cli, ["status", "7"])
     assert "left: time-limit requeues 2 of 3, preemptions 18 of 20, failures 2 of 3" in out.output, \
         out.output
+
+
+def test_the_report_names_the_programs_own_requeue_and_counts_it_no_failure():
+    from hpcflow.jobs.report import build_report
+
+    events = [ev("attempt_start", 0, budgets=BUDGETS),
+              ev("signal", 5, signal="USR1", joined=0, forwarded=True, source=P.SOURCE_WARNING),
+              ev("step_end", 8, rc=0),
+              ev("requeue", 9, step=None, checkpoint=False, cause=P.CAUSE_TIME_LIMIT,
+                 by=P.REQUEUED_BY_PROGRAM, over_budget=False),
+              ev("attempt_start", 20, restart=1, budgets=BUDGETS),
+              ev("step_end", 30, restart=1, rc=0),
+              ev("job_end", 31, restart=1, rc=0, reason=P.REASON_COMPLETED)]
+    rep = build_report("7", submitted_at=0, events=events, log_text="", now_s=40, alive=False)
+    first = rep.attempts[0]
+    assert (first.outcome, first.ending) == (P.REASON_PROGRAM_REQUEUED, "program_requeued")
+    assert rep.failures == []

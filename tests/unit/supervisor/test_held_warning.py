@@ -1,0 +1,67 @@
+"""A warning held for a program whose handler is not in place yet goes to it once the step's
+every process catches it (hpcflow.supervisor.turns, with the effects faked)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcflow import ledger
+from hpcflow import protocol as P
+from hpcflow.supervisor import effects, facts, turns
+from hpcflow.supervisor.sigcatch import NodeReport
+
+CFG = {"ntasks": 2, "step_nodes": 1, "max_requeues": 3, "max_preemptions": 20,
+       "requeue_allowed": True, "resilience": False, "signal": "USR1", "launcher": "srun",
+       "program_protocol": "auto", "requeue_margin_s": 30, "hpcflow_python": "python3",
+       "term_grace_s": 10}
+
+
+@pytest.fixture
+def turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    answers: list[list[NodeReport]] = []
+    sent: list[tuple[int, str]] = []
+    monkeypatch.setattr(effects, "catch_reports", lambda argv: answers.pop(0))
+    monkeypatch.setattr(effects, "step_alive", lambda pid: True)
+    monkeypatch.setattr(effects, "forward", lambda pid, name: sent.append((pid, name)) or True)
+    monkeypatch.setattr(facts, "slurm_job", lambda job_id: facts.SlurmJob())
+    monkeypatch.setattr(turns, "CATCH_RECHECK_S", 0.0)
+    run_dir = tmp_path / "run"
+    P.state_dir(run_dir).mkdir(parents=True)
+    job = turns.Job(CFG, job_id="7", requeue_id="7", restart=0, nodelist="n1", run_dir=run_dir,
+                    checkpoint_dir=run_dir / "ckpt")
+    t = turns.Turns(job, deadline_s=10_000, now=lambda: 1_000)
+    return t, answers, sent
+
+
+STARTING = [NodeReport("n1", ranks=(0, 1), processes=2, handling=0,
+                       not_catching=((11, "python3"), (12, "python3")), not_catching_count=2)]
+CATCHING = [NodeReport("n1", ranks=(0, 1), processes=2, handling=2)]
+
+
+def test_the_warning_waits_for_the_handlers_then_goes_once(turn):
+    t, answers, sent = turn
+    answers += [STARTING, STARTING, CATCHING]
+    t.warning("USR1", step_pid=42)
+    assert sent == [] and t.state.held
+    t.recheck_held("USR1", step_pid=42)
+    assert sent == [] and t.state.held
+    t.recheck_held("USR1", step_pid=42)
+    assert sent == [(42, "USR1")] and t.state.forwarded and not t.state.held
+    t.recheck_held("USR1", step_pid=42)  # nothing more is asked or sent
+    assert sent == [(42, "USR1")] and answers == []
+    checks = [e for e in ledger.read_events(t.job.paths.ledger)
+              if e["event"] == P.EVENT_CATCH_CHECK]
+    assert [c["forwarded"] for c in checks] == [False, True]
+
+
+def test_a_stopped_program_is_not_asked_again(turn, monkeypatch):
+    t, answers, sent = turn
+    answers += [STARTING]
+    t.warning("USR1", step_pid=42)
+    assert t.state.held
+    monkeypatch.setattr(effects, "stop_program", lambda *a, **k: "term")
+    t.deadline(step_pid=42)  # the stop timer: no rank joined, the program is stopped
+    t.recheck_held("USR1", step_pid=42)
+    assert sent == [] and answers == [] and not t.state.held
