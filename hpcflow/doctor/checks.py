@@ -75,8 +75,12 @@ def check_instance(itype: str | None, where: str) -> CheckResult:
         return warn("instance", "instance type unknown (no instance metadata: not on EC2?)",
                     "pass --instance-type, e.g. --instance-type p5.48xlarge")
     if _facts(itype) is None:
-        return warn("instance", f"{itype} (from {where}) is not in hpcflow's instance table: "
-                    "GPU and EFA counts cannot be checked", "pass --instance-type with a known type "
+        from hpcflow.pcluster.catalog import Catalog, instance_type_problem
+
+        problem = instance_type_problem(itype, Catalog.offline(), "its GPU and EFA counts")
+        return warn("instance", f"{itype} (from {where}): {problem}: the GPU and EFA checks "
+                    "cannot run",
+                    "pass --instance-type with a type hpcflow has facts for "
                     "(hpcflow cluster instances lists them)")
     return ok("instance", f"{itype} (from {where})")
 
