@@ -65,3 +65,34 @@ def test_each_command_of_the_page_exists_with_its_flags(line: str):
         rest = words[2:]
     used = {w.split("=")[0] for w in rest if w.startswith("-")}
     assert used <= flags, f"bench/README.md: `{line}`: unknown {sorted(used - flags)}"
+
+
+def _figure_sections() -> tuple[str, dict[str, str]]:
+    """The intro of "Figures measured here" and each of its ### sections, by heading."""
+    part = BENCH_README.read_text().split("\n## Figures measured here\n", 1)[1].split("\n## ")[0]
+    intro, *rest = part.split("\n### ")
+    return intro, {s.split("\n", 1)[0]: s.split("\n", 1)[1] for s in rest}
+
+
+FACTS = re.compile(r"Measured on: (?P<cores>\d+) cores .*?disk raw write "
+                   r"(?P<raw>[\d.]+(?:-[\d.]+)? GiB/s|not recorded).*?load average", re.S)
+
+
+def test_the_figures_intro_names_the_machine():
+    intro, sections = _figure_sections()
+    assert "**2 cores**" in intro and re.search(r"wrote [\d.]+ to [\d.]+ GiB/s raw", intro)
+    assert len(sections) >= 9
+
+
+@pytest.mark.parametrize("heading", list(_figure_sections()[1]))
+def test_every_figure_section_says_where_it_was_measured(heading: str):
+    """Cores, the disk's raw write speed (or that it was not recorded) and the load: a
+    `Measured on:` paragraph at the top of the section; a section whose own table has the raw
+    write and whose text has the load (the checkpoint figures) names them there, and its cores
+    are the intro's."""
+    text = _figure_sections()[1][heading]
+    first = text.strip().split("\n\n", 1)[0]
+    if FACTS.match(" ".join(first.split())):
+        return
+    assert re.search(r"raw write[^|\n]*\|\s*[\d.]+ GiB/s", text), f"{heading}: no raw write"
+    assert re.search(r"load average [\d.]+", " ".join(text.split())), f"{heading}: no load"
