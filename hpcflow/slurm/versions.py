@@ -29,6 +29,13 @@ where a man page and the code differ):
   ``SlurmctldParameters=enable_expedited_requeue`` in slurm.conf (slurm.conf(5) 25.11;
   RELEASE_NOTES.md 25.11). ``scontrol requeue`` gains no option for it (scontrol(1) 25.11:
   ``Incomplete`` only).
+
+hpcflow's rendered batch scripts say ``--requeue`` on every version, never ``--requeue=expedite``:
+with it a batch script that exits non-zero is requeued, and held unless an Epilog failed
+(``src/slurmctld/job_mgr.c`` 25.11, "holding expedited requeue ... as no epilogs failed"), so a
+job that hpcflow ends as failed would sit held in the queue instead of ending ``FAILED``; and
+the job would take the highest priority over everyone's. ``hpcflow doctor`` says whether a
+cluster allows it (:attr:`SlurmKeys.expedite_setting`); hpcflow does not ask for it.
 """
 
 from __future__ import annotations
