@@ -20,6 +20,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import yaml
+from machine import header
 
 GOAL_S = 2.0
 QUEUES = 50
@@ -53,6 +54,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    print("\n".join(header("bench_pcluster: render + validate a 50-queue cluster config")),
+          flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.yaml"
         out = Path(tmp) / "cluster.yaml"
@@ -75,8 +78,6 @@ def main() -> None:
             validate_file(out)
             warm.append(time.perf_counter() - t)
     cold = statistics.median(cold_wall)
-    print(f"command: {sys.executable} {' '.join(sys.argv)}")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}")
     print(f"python {platform.python_version()}, aws-parallelcluster "
           f"{version('aws-parallelcluster')}, pydantic {version('pydantic')}")
     print(f"spec: {QUEUES} queues, 1 compute resource each, 1 FSx; repeats: {args.repeat}")

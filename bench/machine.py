@@ -64,23 +64,75 @@ def versions(names: tuple[str, ...] = ("torch", "numpy", "hpcflow")) -> str:
     return ", ".join(parts)
 
 
+#: Bytes the header writes to time the disk: enough to pass the page cache's write-back
+#: threshold on a small VM, short enough (about 0.5 s at 0.25 GiB/s) for every benchmark.
+RAW_WRITE_MIB = 128
+
+
+def raw_write_gib_s(folder: Path, size_mib: int = RAW_WRITE_MIB) -> float:
+    """The raw sequential write speed of the disk holding ``folder``, in GiB/s: ``size_mib`` MiB
+    of zeros written with Python ``write`` in 16 MiB blocks into a new file there, then
+    ``fsync`` (what ``dd bs=16M conv=fsync`` does); the file is removed. One sample: a shared
+    disk's figure moves between runs, which is why each report prints its own.
+
+    Raises:
+        OSError: the file cannot be written (a read-only or full disk, a missing folder).
+    """
+    import tempfile
+    import time
+
+    block = bytes(16 * 2**20)
+    blocks = max(1, size_mib // 16)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".hpcflow-raw-write-") as fh:
+        started = time.perf_counter()
+        for _ in range(blocks):
+            fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
+        took = time.perf_counter() - started
+    return blocks * len(block) / 2**30 / took
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def where_measured(disk: Path | None = None, load_1m: float | None = None) -> str:
+    """The facts a figure needs to carry to another machine, in the words bench/README.md uses:
+    ``2 cores, disk raw write 0.23 GiB/s, load average 4.1 at start`` (the 1-minute load
+    average, read now unless given, before the disk is timed; the disk of ``disk``, else the
+    current folder)."""
+    folder = disk if disk is not None else Path.cwd()
+    load = os.getloadavg()[0] if load_1m is None else load_1m
+    try:
+        raw = f"disk raw write {raw_write_gib_s(folder):.2f} GiB/s"
+    except OSError as exc:
+        raw = f"disk raw write not measured ({folder}: {exc.strerror or exc})"
+    return f"{usable_cores()} cores, {raw}, load average {load:.1f} at start"
+
+
 def header(title: str, disk: Path | None = None) -> list[str]:
-    """The report's opening lines: title, command, machine, versions (and the disk used)."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    """The report's opening lines: title, command, machine, versions, the disk (``disk``, else
+    the current folder) and ``measured on:``, the facts a figure needs to be compared with one
+    from another machine (:func:`where_measured`)."""
     mem = memory_gib()
     mem_text = f"{mem:.0f} GiB" if mem else "? GiB"
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    lines = [
+    loads = os.getloadavg()
+    load = ", ".join(f"{x:.1f}" for x in loads)
+    folder = disk if disk is not None else Path.cwd()
+    return [
         f"# {title}",
         f"command:  {command_line()}",
-        f"machine:  {cpu_model()}, {usable} usable cores, "
+        f"machine:  {cpu_model()}, {usable_cores()} usable cores, "
         f"{mem_text} memory, {platform.system()} "
         f"{platform.release()}; load average at start {load}",
         f"versions: {versions()}",
+        f"disk:     {folder} on {filesystem(folder)}",
+        f"measured on: {where_measured(folder, loads[0])}",
     ]
-    if disk is not None:
-        lines.append(f"disk:     {disk} on {filesystem(disk)}")
-    return lines
 
 
 def median(values: list[float]) -> float:

@@ -8,6 +8,7 @@ the dev environment (moto installed): ``python scripts/gen_ec2_types.py``.
 
 from __future__ import annotations
 
+import datetime
 import gzip
 import json
 from importlib.metadata import version
@@ -26,7 +27,8 @@ def main() -> None:
              "instance type, EfaSupported (1/0), MaximumEfaInterfaces, DefaultVCpus, "
              "DefaultCores, NVIDIA GPUs, GPU manufacturer, AWS inference accelerators, "
              "inference accelerator manufacturer ('-': none)",
-             "# regenerate with scripts/gen_ec2_types.py"]
+             f"# recorded {datetime.date.today().isoformat()}; regenerate with "
+             "scripts/gen_ec2_types.py (and set FACTS_RECORDED in catalog.py)"]
     for name in sorted(data):
         item = data[name]
         net = item.get("NetworkInfo") or {}

@@ -111,7 +111,11 @@ install_python() {
     check_torch skip  # before anything is installed
   fi
   if [[ ! -x "${venv}/bin/python" ]]; then
-    log "creating ${venv}"
+    if ((dry_run)); then
+      log "would create ${venv} (dry run: nothing is created)"
+    else
+      log "creating ${venv}"
+    fi
     run python3 -m venv "${venv}"
   fi
   run "${venv}/bin/python" -m pip install -q --upgrade pip >&2

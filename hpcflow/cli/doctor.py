@@ -92,12 +92,14 @@ def nccl_cmd(nodes: int, instance_type: str | None, gpus_per_node: int | None, n
     from hpcflow.errors import SpecError
     from hpcflow.nccl.job import NcclJob, judge, run_nccl_job
     from hpcflow.nccl.presets import preset_env
-    from hpcflow.pcluster.catalog import Catalog
+    from hpcflow.pcluster.catalog import Catalog, instance_type_problem
 
-    facts = Catalog.offline().get(instance_type) if instance_type else None
+    catalog = Catalog.offline()
+    facts = catalog.get(instance_type) if instance_type else None
     if instance_type and facts is None:
-        raise SpecError(f"--instance-type: {instance_type!r} is not known; "
-                        "hpcflow cluster instances lists the known types")
+        raise SpecError("--instance-type: " + instance_type_problem(
+            instance_type, catalog, "the GPUs per node and the EFA line rate this check judges by",
+            "leave --instance-type out and give --gpus-per-node to run without them"))
     per_node = gpus_per_node or (facts.accelerator_count if facts else None)
     if not per_node:
         raise SpecError("--gpus-per-node: not given and no --instance-type to take it from")

@@ -76,8 +76,12 @@ def check_instance(itype: str | None, where: str) -> CheckResult:
         return warn("instance", "instance type unknown (no instance metadata: not on EC2?)",
                     "pass --instance-type, e.g. --instance-type p5.48xlarge")
     if _facts(itype) is None:
-        return warn("instance", f"{itype} (from {where}) is not in hpcflow's instance table: "
-                    "GPU and EFA counts cannot be checked", "pass --instance-type with a known type "
+        from hpcflow.pcluster.catalog import Catalog, instance_type_problem
+
+        problem = instance_type_problem(itype, Catalog.offline(), "its GPU and EFA counts")
+        return warn("instance", f"{itype} (from {where}): {problem}: the GPU and EFA checks "
+                    "cannot run",
+                    "pass --instance-type with a type hpcflow has facts for "
                     "(hpcflow cluster instances lists them)")
     return ok("instance", f"{itype} (from {where})")
 
@@ -214,12 +218,11 @@ def check_slurm(probe: Probe) -> tuple[CheckResult, dict[str, str]]:
 
 def user_signal_setting(version: str) -> str:
     """The slurm.conf line that makes Slurm send a preempted job its ``--signal``, for Slurm
-    ``version`` (``"22.05.8"``): see the module's sources. An unreadable version gets the
-    current spelling."""
-    m = re.match(r"(\d+)\.(\d+)", version or "")
-    if m and (int(m.group(1)), int(m.group(2))) < (23, 2):
-        return "SlurmctldParameters=preempt_send_user_signal"
-    return "PreemptParameters=send_user_signal"
+    ``version`` (``"22.05.8"``), from :mod:`hpcflow.slurm.versions`'s table (its sources). An
+    unreadable version gets the current spelling."""
+    from hpcflow.slurm.versions import keys_for, parse_version
+
+    return keys_for(parse_version(version)).user_signal
 
 
 def check_preempt_signal(config: dict[str, str]) -> CheckResult:
@@ -268,13 +271,29 @@ def check_requeue(config: dict[str, str]) -> CheckResult:
     except ValueError:
         then = ""
     text = (f"JobRequeue={config.get('JobRequeue', '?')}; a requeued job waits about {delay_s} s "
-            f"({where}){then}")
+            f"({where}){then}{_expedite_note(config)}")
     if config.get("JobRequeue") != "1":
         return warn("requeue", text + ": jobs without --requeue are never requeued",
                     "hpcflow's sbatch scripts pass --requeue; for other jobs set JobRequeue=1")
     if delay_s > 120:
         return warn("requeue", text, "lower it: AuthInfo=cred_expire=70 (ParallelCluster's value)")
     return ok("requeue", text)
+
+
+def _expedite_note(config: dict[str, str]) -> str:
+    """On a Slurm with expedited requeue (25.11 on, :mod:`hpcflow.slurm.versions`): whether the
+    cluster allows it; nothing on older versions or when the version is unknown."""
+    from hpcflow.slurm.versions import keys_for, parse_version
+
+    version = parse_version(config.get("SLURM_VERSION"))
+    keys = keys_for(version)
+    if version is None or keys.expedite_setting is None:
+        return ""
+    if "enable_expedited_requeue" in config.get("SlurmctldParameters", ""):
+        return (f"; expedited requeue allowed ({keys.expedite_setting}): a job submitted with "
+                f"{keys.expedite_requeue} may start again at once")
+    return (f"; expedited requeue ({keys.expedite_requeue}, Slurm 25.11) is off: "
+            f"{keys.expedite_setting} allows it")
 
 
 def check_shared_fs(probe: Probe, shared_dir: str, checkpoint_dir: str | None) -> list[CheckResult]:

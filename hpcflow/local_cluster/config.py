@@ -11,6 +11,10 @@ Several slurmd daemons run on this one machine, each pretending to be a node (Sl
   (default 120 s; slurm.conf(5), AuthInfo). The local cluster uses a short value so rehearsals of
   the requeue path do not sit idle for two minutes.
 - No slurmdbd: ``sacct`` answers "accounting storage is disabled", as on many real clusters.
+- The keys that differ between Slurm versions come from :mod:`hpcflow.slurm.versions` for the
+  installed Slurm (``slurmctld -V``): process tracking without cgroups on every version, and on
+  25.11 on ``SlurmctldParameters=enable_expedited_requeue``, so that ``--requeue=expedite`` can
+  be rehearsed where it exists. A version not known (None) renders as 22.05.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from hpcflow.slurm.versions import TABLE, Version, keys_for
 
 MARKER = "# written by hpcflow local-cluster; remove this line to keep hpcflow from changing it"
 
@@ -52,6 +58,8 @@ class LocalClusterConfig:
             unchanged. A node in two partitions is listed once per partition by ``sinfo -N``.
         grace_time_s: GraceTime of the ``preemptible`` partition: seconds between Slurm's
             TERM and its requeue of a job that a job of ``urgent`` preempts.
+        slurm_version: the installed Slurm's (major, minor, micro), which picks the keys that
+            differ between versions (:mod:`hpcflow.slurm.versions`); None renders as 22.05.
     """
 
     nodes: int = 2
@@ -66,6 +74,7 @@ class LocalClusterConfig:
     partition: str = "debug"
     extra_partitions: tuple[str, ...] = ("dev",)
     grace_time_s: int = 30
+    slurm_version: Version | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 64:
@@ -111,6 +120,7 @@ def render_slurm_conf(cfg: LocalClusterConfig) -> str:
         The file's text, starting with :data:`MARKER`.
     """
     s = cfg.state_dir
+    keys = keys_for(cfg.slurm_version) if cfg.slurm_version is not None else TABLE[0]
     last = cfg.node_base_port + cfg.nodes - 1
     ports = f"[{cfg.node_base_port}-{last}]" if cfg.nodes > 1 else str(cfg.node_base_port)
     names = f"{cfg.node_prefix}[1-{cfg.nodes}]" if cfg.nodes > 1 else f"{cfg.node_prefix}1"
@@ -130,8 +140,8 @@ def render_slurm_conf(cfg: LocalClusterConfig) -> str:
         f"SlurmdPidFile={s}/run/slurmd.%n.pid",
         f"SlurmctldLogFile={s}/log/slurmctld.log",
         f"SlurmdLogFile={s}/log/slurmd.%n.log",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
+        f"ProctrackType={keys.proctrack}",
+        f"TaskPlugin={keys.task_plugin}",
         "SwitchType=switch/none",
         "MpiDefault=none",
         "SelectType=select/cons_tres",
@@ -159,6 +169,8 @@ def render_slurm_conf(cfg: LocalClusterConfig) -> str:
         # PreemptMode, GraceTime; Slurm's preempt.html).
         "PreemptType=preempt/partition_prio",
         "PreemptMode=REQUEUE",
+        # Slurm 25.11's expedited requeue (sbatch --requeue=expedite) is allowed only with this.
+        *([keys.expedite_setting] if keys.expedite_setting else []),
         (
             f"NodeName={names} NodeHostname={cfg.hostname} NodeAddr=127.0.0.1 Port={ports} "
             f"CPUs={cfg.cpus_per_node} RealMemory={cfg.memory_mb} State=UNKNOWN"

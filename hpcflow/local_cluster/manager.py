@@ -12,6 +12,7 @@ and commands run through a runner (:mod:`hpcflow.command`); both are parameters.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from hpcflow.local_cluster.system import (
     check_same_shape,
     ensure_hosts,
     ensure_packages,
+    installed_slurm_version,
     run_checked,
     write_config,
 )
@@ -99,6 +101,8 @@ def up(cfg: LocalClusterConfig, *, log: Log = lambda _m: None, install: bool = T
     check_root()
     if install:
         ensure_packages(log, runner=runner)
+    if cfg.slurm_version is None:  # the keys that differ between Slurm versions
+        cfg = dataclasses.replace(cfg, slurm_version=installed_slurm_version(runner))
     records = procs.load_records(records_path(cfg))
     alive = {k for k, r in records.items() if procs.is_alive(r)}
     if alive:

@@ -73,6 +73,19 @@ def which(name: str) -> str | None:
     return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
 
 
+def installed_slurm_version(runner: Runner = run_command) -> tuple[int, int, int] | None:
+    """The installed Slurm's version from ``slurmctld -V`` (``slurm-wlm 22.05.8``), or None when
+    slurmctld is missing or says nothing readable (:func:`hpcflow.slurm.versions.parse_version`).
+    """
+    from hpcflow.slurm.versions import parse_version
+
+    try:
+        result = runner(["slurmctld", "-V"])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_version(result.stdout) if result.returncode == 0 else None
+
+
 def check_root() -> None:
     """Raise unless running as root (slurmd must be root to start tasks; apt needs root)."""
     if os.geteuid() != 0:

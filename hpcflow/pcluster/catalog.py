@@ -19,6 +19,13 @@ from typing import NamedTuple
 
 from hpcflow.aws.instances import InstanceFacts
 
+# When and from what the facts (the table below and ec2_types.tsv) were recorded; the tsv's
+# header says the same (a test keeps them together). Types EC2 added later, or no longer
+# describes in us-east-1 (p2, p3, g3, f1, dl1), are real but have no facts here.
+FACTS_RECORDED = "2026-12-01"
+FACTS_DATED = (f"hpcflow's facts: EC2 DescribeInstanceTypes in us-east-1 as recorded in moto "
+               f"5.2.5, taken {FACTS_RECORDED}")
+
 SOURCES: dict[str, str] = {
     "ec2-api": "EC2 DescribeInstanceTypes, us-east-1, as recorded in moto 5.2.5 "
                "ec2/resources/instance_types.json.gz",
@@ -123,7 +130,17 @@ class Catalog:
         return self.facts.get(instance_type)
 
     def known(self, instance_type: str) -> bool:
-        """True when the type is in the table, the EC2 cache, or the list of every EC2 type."""
+        """True when the type is a real EC2 instance type: in the table, the EC2 cache, the list
+        of EC2 types with facts, or botocore's list of every name EC2 accepts
+        (:mod:`hpcflow.pcluster.type_names`)."""
+        from hpcflow.pcluster.type_names import botocore_names
+
+        return self.has_facts(instance_type) or instance_type in botocore_names()[0]
+
+    def has_facts(self, instance_type: str) -> bool:
+        """True when hpcflow has facts for the type (EFA support, vCPUs, GPUs): the table, the
+        EC2 cache or ``ec2_types.tsv``. A real type without them cannot be checked for EFA or
+        for a flexible ``Instances`` list, and gives no GPUs per node."""
         return instance_type in self.facts or instance_type in ec2_types()
 
     def efa_supported(self, instance_type: str) -> bool | None:
@@ -135,8 +152,10 @@ class Catalog:
         return None if row is None else row.efa
 
     def suggest(self, instance_type: str) -> str | None:
-        """The closest known type name (difflib), or None."""
-        names = list(dict.fromkeys([*self.facts, *ec2_types()]))
+        """The closest real type name (difflib), or None."""
+        from hpcflow.pcluster.type_names import botocore_names
+
+        names = sorted({*self.facts, *ec2_types(), *botocore_names()[0]})
         close = difflib.get_close_matches(instance_type, names, n=1, cutoff=0.6)
         return close[0] if close else None
 
@@ -185,6 +204,24 @@ def ec2_types() -> dict[str, Ec2Type]:
     return out
 
 
+def instance_type_problem(instance_type: str, catalog: Catalog, needs: str,
+                          without: str | None = None) -> str:
+    """Why ``instance_type`` has no facts here, for a message after the option or field name:
+    not a real EC2 type (with the nearest real name), or a real type hpcflow has no facts for
+    (saying that ``needs`` are then not known, and ``without``: how to go on without them).
+
+    Example: ``instance_type_problem("p3.2xlarge", cat, "its GPUs")`` -> ``"'p3.2xlarge' is a
+    real EC2 instance type, but hpcflow has no facts for it (...), so its GPUs are not known"``.
+    """
+    if catalog.known(instance_type):
+        tail = f"; {without}" if without else ""
+        return (f"{instance_type!r} is a real EC2 instance type, but hpcflow has no facts for it "
+                f"({FACTS_DATED}), so {needs} are not known{tail}")
+    hint = catalog.suggest(instance_type)
+    tip = f"did you mean {hint!r}?" if hint else "`hpcflow cluster instances` lists the known types"
+    return f"{instance_type!r} is not known (no EC2 instance type has this name); {tip}"
+
+
 def gpu_instance(option: str, instance_type: str, region: str) -> tuple[int, float]:
     """(GPUs per node, GiB per GPU) of ``instance_type`` from the catalog (:class:`Catalog`:
     the shipped table and the region's EC2 cache); ``option`` names the field or option the
@@ -205,6 +242,11 @@ def gpu_instance(option: str, instance_type: str, region: str) -> tuple[int, flo
     if facts is None and row is not None:
         raise SpecError(f"{option}: the GPU memory of {instance_type!r} is not known here; run "
                         "`hpcflow cluster instances --refresh` to fetch it from EC2")
+    if facts is None and catalog.known(instance_type):
+        raise SpecError(f"{option}: {instance_type!r} is a real EC2 instance type, but hpcflow "
+                        f"has no facts for it ({FACTS_DATED}), so its GPUs are not known here; "
+                        "run `hpcflow cluster instances --family "
+                        f"{instance_type.split('.', 1)[0]} --refresh` to fetch them from EC2")
     if facts is None:
         hint = catalog.suggest(instance_type)
         tip = f"; did you mean {hint!r}?" if hint else ""

@@ -15,7 +15,7 @@ from hpcflow.aws.instances import (
     write_cache,
 )
 from hpcflow.errors import SpecError
-from hpcflow.pcluster.catalog import FAMILIES, Catalog
+from hpcflow.pcluster.catalog import FACTS_DATED, FAMILIES, Catalog
 
 
 def catalog_with_cache(region: str) -> Catalog:
@@ -51,7 +51,7 @@ def list_instances(family: str | None = None, *, refresh: bool = False,
     else:
         cached = read_cache(region)
         rows = Catalog.offline(cached).by_family(family)
-        where = "offline table shipped with hpcflow"
+        where = f"offline table shipped with hpcflow ({FACTS_DATED})"
         if cached:
             stamp = _cache_time(region)
             where += f" + EC2 cache for {region}{stamp}"

@@ -9,6 +9,12 @@ dropped. The result is checked: ``render(import(C)) == C`` as data, or the impor
 
 A ``null`` value in the config is read as an absent key (the ``pcluster:`` block uses null to
 remove a key, so a kept null could not round-trip).
+
+A config without ``Region`` stays without it: ParallelCluster then takes the region from
+``pcluster --region`` or the environment at create time, so an added ``Region`` could change where
+the config is used. The spec's ``region`` (which hpcflow's own checks need: instance facts, the
+schema's environment) is the region found for the import, and the spec's ``pcluster:`` block holds
+``Region: null`` so its render leaves ``Region`` out, as the config did.
 """
 
 from __future__ import annotations
@@ -82,7 +88,8 @@ def import_config(cfg: dict[str, Any], name: str | None = None,
         name: the cluster name to record in the spec.
         catalog: instance facts for the EFA defaults; the offline table when None.
         region: the region for a config without ``Region`` (:func:`hpcflow.pcluster.region.
-            find_region`); the spec records it, so its render is ``cfg`` plus ``Region``.
+            find_region`): the spec's ``region`` for hpcflow's checks; the render still has no
+            ``Region`` (``pcluster: {Region: null}``), so it equals ``cfg``.
 
     Raises:
         SpecError: ``cfg`` lacks what every spec needs (Region, HeadNode subnet, Slurm queues
@@ -90,13 +97,14 @@ def import_config(cfg: dict[str, Any], name: str | None = None,
         HpcflowError: the spec found does not render ``cfg`` back (a bug in hpcflow).
     """
     target = strip_nulls(copy.deepcopy(cfg))
-    if region is not None and not target.get("Region"):
-        target["Region"] = region
     if as_dict(target.get("Scheduling")).get("Scheduler", "slurm") != "slurm":
         raise SpecError("cannot import: Scheduling.Scheduler must be slurm (hpcflow builds "
                         "Slurm clusters)")
     cat = catalog or Catalog.offline()
-    spec = _validated(spec_fields(target, name))
+    fields = spec_fields(target, name)
+    if region is not None and "Region" not in target:
+        fields["region"] = region
+    spec = _validated(fields)
     data = spec.model_dump(mode="json", exclude_defaults=True)
     data = _with_raw(data, target, cat)
     data = _minimize(data, target, cat)
@@ -200,7 +208,8 @@ def import_file(config_path: str, output: str | None, name: str | None = None,
     found = find_region(cfg, region, environ)
     data = import_config(cfg, name, catalog, found.region)
     where = "" if found.source == "the config's Region" else \
-        f"\nThe config has no Region: {found.region} is from {found.source}."
+        (f"\nThe config has no Region: hpcflow checks it in {found.region} (from {found.source});"
+         "\nRegion: null in the pcluster: block keeps the render without Region, as the config.")
     text = dump_yaml(data, header=(
         f"hpcflow cluster spec imported from {Path(config_path).name}.{where}\n"
         "`hpcflow cluster render` turns it back into the same ParallelCluster config; keys "

@@ -63,7 +63,8 @@ def check_spec(spec: ClusterSpec, catalog: Catalog | None = None,
     if run_schema and not result.errors:
         from hpcflow.pcluster.schema import schema_check
 
-        result.findings = findings + schema_check(rendered.config, spec.name, rendered.sources)
+        result.findings = findings + schema_check(rendered.config, spec.name, rendered.sources,
+                                                     spec.region)
         result.schema_checked = True
     return result
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hpcflow.pcluster.catalog import Catalog, ec2_types
+from hpcflow.pcluster.catalog import FACTS_DATED, Catalog, ec2_types
 from hpcflow.pcluster.findings import (
     QP,
     Ctx,
@@ -50,7 +50,8 @@ MAX_CR_PER_CLUSTER = 50
 
 def check_instance_types(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
     """Every instance type (head node, compute resources, flexible ``Instances`` lists) must be
-    known: in the offline table, the EC2 cache, or the list of every EC2 type.
+    a real EC2 type (an error with the nearest name otherwise); a real type hpcflow has no
+    facts for is a warning that says which checks cannot run for it.
 
     Stricter than the schema, which takes any string: ParallelCluster's own EfaValidator and
     InstanceTypeValidator ask EC2 about each type at create time, and hpcflow decides EFA from
@@ -65,15 +66,25 @@ def check_instance_types(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None
             for sub, it in instance_types(c):
                 where.append((QP(qi) + ("ComputeResources", ci, *sub), it))
     for path, it in where:
-        if not isinstance(it, str) or cat.known(it):
+        if not isinstance(it, str) or cat.has_facts(it):
+            continue
+        if cat.known(it):
+            ctx.add("NO_INSTANCE_FACTS", "warning", path, it,
+                    f"{it!r} is a real EC2 instance type, but hpcflow has no facts for it "
+                    f"({FACTS_DATED}): its EFA support, vCPUs and GPUs are not known here, so "
+                    "the EFA checks and the flexible Instances checks skip it and EFA is not "
+                    "turned on by default; `hpcflow cluster instances --family "
+                    f"{it.split('.', 1)[0]} --refresh` caches EC2's answer, and `hpcflow cluster "
+                    "validate --deep` asks EC2")
             continue
         hint = cat.suggest(it)
         fix = f"did you mean {hint!r}?" if hint else "see `hpcflow cluster instances`"
         ctx.add("UNKNOWN_INSTANCE_TYPE", "error", path, it,
-                f"{it!r} is not known; {fix} (stricter than ParallelCluster's schema: EC2 lists "
-                "no such type, so `pcluster create-cluster` would fail on it; a type newer than "
-                "hpcflow's list: `hpcflow cluster instances --family FAMILY --refresh` caches "
-                "EC2's answer)")
+                f"{it!r} is not known; {fix} (stricter than ParallelCluster's schema, which "
+                "takes any string: no EC2 instance type has this name, in botocore's list of "
+                "every name EC2 accepts or in hpcflow's facts, so `pcluster create-cluster` "
+                "would fail on it; a type newer than the installed botocore: `hpcflow cluster "
+                "instances --family FAMILY --refresh` caches EC2's answer)")
 
 
 def _placement(net: Any) -> dict[str, Any] | None:

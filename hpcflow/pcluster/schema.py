@@ -190,8 +190,13 @@ def load_config(cfg: Mapping[str, Any], cluster_name: str = "hpcflow") -> Any:
 
 
 def schema_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
-                 sources: Mapping[FieldPath, str] | None = None) -> list[Finding]:
+                 sources: Mapping[FieldPath, str] | None = None,
+                 region: str | None = None) -> list[Finding]:
     """Run the real ParallelCluster schema offline; one error finding per schema message.
+
+    Args:
+        region: the region to load the config in when it has no ``Region`` (as
+            ``pcluster --region`` would give it; a spec's ``region``); us-east-1 when None.
 
     Costs about 0.5 s for the first import of pcluster, then tens of milliseconds.
     """
@@ -199,7 +204,7 @@ def schema_check(cfg: Mapping[str, Any], cluster_name: str = "hpcflow",
     from marshmallow import ValidationError
 
     ctx = _Ctx(sources)
-    region = str(cfg.get("Region") or "us-east-1")
+    region = str(cfg.get("Region") or region or "us-east-1")
     with pcluster_env(region, offline=True):
         try:
             load_config(cfg, cluster_name)

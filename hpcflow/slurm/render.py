@@ -80,6 +80,7 @@ def sbatch_options(spec: JobSpec, *, array: str | None = None) -> list[tuple[str
         "--ntasks-per-node": str(spec.tasks_per_node),
         "--open-mode": "append",
         "--output": sbatch_value(f"{spec.run_dir}/%x-%j.out", always_quote=True),
+        # Plain --requeue on every Slurm, never 25.11's --requeue=expedite: hpcflow.slurm.versions.
         "--requeue" if spec.preemption.requeue else "--no-requeue": None,
         "--time": spec.time_limit,
     }

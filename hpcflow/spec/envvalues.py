@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 
 from hpcflow.spec.job_fields import SpecModel, no_nul, path_text, scalar_to_str
 
@@ -24,7 +24,8 @@ MASK = "******"
 class EnvFromFile(SpecModel):
     """An ``env`` value read at run time from a file: ``{from_file: ~/.wandb_key}``."""
 
-    from_file: str
+    from_file: str = Field(description="File the value is read from when the job starts (an "
+                                        "absolute or ~/ path); hpcflow never writes the value.")
 
     def shown(self) -> str:
         """The value as ``--dry-run`` and ``--json`` show it: masked, with where it comes from."""

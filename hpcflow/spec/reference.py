@@ -20,6 +20,18 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _nested_prefix(path: str, annotation: Any) -> str:
+    """Where a nested model's fields sit under ``path``: ``path`` itself, or ``path.<NAME>`` when
+    the model is the value type of a mapping (``env: {NAME: {from_file: ...}}``): its fields
+    are then fields of one entry, never of the mapping."""
+    if get_origin(annotation) is dict:
+        return f"{path}.<NAME>"
+    for arg in getattr(annotation, "__args__", ()) or ():
+        if _nested_model(arg) is not None:
+            return _nested_prefix(path, arg)
+    return path
+
+
 def _default(field: Any) -> str:
     if field.is_required():
         return "**required**"
@@ -82,7 +94,12 @@ def reference_markdown(model: type[BaseModel], title: str, intro: str = "") -> s
             continue
         seen.add(current)
         heading = f"`{prefix}`" if prefix else "Top level"
-        lines += [f"## {heading}", "", "| field | default | limits | meaning |", "|---|---|---|---|"]
+        lines += [f"## {heading}", ""]
+        if prefix.endswith(".<NAME>") and current.__doc__:
+            # A mapping's value: say that the table is one form of one entry, not the mapping's.
+            doc = current.__doc__.strip()
+            lines += [f"When an entry's value is a mapping: {doc[:1].lower()}{doc[1:]}", ""]
+        lines += ["| field | default | limits | meaning |", "|---|---|---|---|"]
         for name, field in current.model_fields.items():
             path = f"{prefix}.{name}" if prefix else name
             desc = (field.description or "").replace("|", "\\|")
@@ -90,6 +107,6 @@ def reference_markdown(model: type[BaseModel], title: str, intro: str = "") -> s
             lines.append(f"| `{path}` | {_default(field)} | {limits} | {desc} |")
             nested = _nested_model(field.annotation)
             if nested is not None:
-                queue.append((path, nested))
+                queue.append((_nested_prefix(path, field.annotation), nested))
         lines.append("")
     return "\n".join(lines)

@@ -66,6 +66,31 @@ def test_each_choice_installs_torch_2_13_from_its_index(tmp_path, args, env, tor
     assert not (tmp_path / "a venv").exists()  # a dry run changes nothing
 
 
+def test_a_dry_run_says_it_creates_nothing(tmp_path):
+    proc = install(tmp_path, "--torch", "cpu", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert f"would create {tmp_path / 'a venv'} (dry run: nothing is created)" in proc.stderr
+    assert "creating" not in proc.stderr
+    assert not (tmp_path / "a venv").exists()
+
+
+def test_the_readme_install_block_is_the_choices_tested_here(tmp_path):
+    """README.md, "Quickstart": each line of its install block is a choice whose --dry-run the
+    tests above read (cpu, cuda, skip), and its last line runs here as written: it prints the
+    commands and creates nothing."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("```bash\nbash scripts/install.sh", 1)[1].split("```", 1)[0]
+    lines = [("bash scripts/install.sh" + ln if i == 0 else ln).split("#")[0].split()
+             for i, ln in enumerate(block.splitlines()) if ln.strip()]
+    assert lines == [["bash", "scripts/install.sh", "--torch", "cpu"],
+                     ["bash", "scripts/install.sh", "--torch", "cuda"],
+                     ["bash", "scripts/install.sh", "--torch", "skip"],
+                     ["bash", "scripts/install.sh", "--torch", "cpu", "--dry-run"]]
+    cmds = planned(install(tmp_path, *lines[3][2:]))
+    assert ["python3", "-m", "venv", str(tmp_path / "a venv")] in cmds
+    assert not (tmp_path / "a venv").exists()
+
+
 def test_skip_installs_no_torch_and_checks_first(tmp_path):
     cmds = planned(install(tmp_path, "--torch", "skip", "--dry-run"))
     assert not any("torch==2.13.0" in word for c in cmds for word in c)

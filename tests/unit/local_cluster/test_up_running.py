@@ -17,8 +17,10 @@ from hpcflow.local_cluster.system import SystemPaths
 
 
 def sinfo_only(argv, **_kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
-    """A runner for a healthy cluster: sinfo answers with idle nodes; anything else (a daemon
-    start, munge, apt) fails the test."""
+    """A runner for a healthy cluster: sinfo answers with idle nodes and `slurmctld -V` with
+    Debian 12's version; anything else (a daemon start, munge, apt) fails the test."""
+    if list(argv) == ["slurmctld", "-V"]:
+        return subprocess.CompletedProcess(argv, 0, "slurm-wlm 22.05.8\n", "")
     if argv[0] != "sinfo":
         raise AssertionError(f"ran {argv} on a running cluster")
     return subprocess.CompletedProcess(argv, 0, "n1|idle|none\nn2|idle|none\n", "")
@@ -94,3 +96,23 @@ def test_nodes_in_two_partitions_are_counted_once(tmp_path: Path) -> None:
 
     nodes = query_nodes(LocalClusterConfig(state_dir=tmp_path), runner)
     assert [(n.name, n.state) for n in nodes] == [("n1", "idle"), ("n2", "mixed")]
+
+
+def test_up_takes_the_keys_of_the_installed_slurm(running: Path) -> None:
+    """On Slurm 25.11 the slurm.conf gets the line that allows expedited requeue; the running
+    cluster is reconfigured, not restarted."""
+    conf = running / "state" / "etc" / "slurm.conf"
+    ran: list[list[str]] = []
+
+    def runner(argv, **kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
+        if list(argv) == ["slurmctld", "-V"]:
+            return subprocess.CompletedProcess(argv, 0, "slurm 25.11.8\n", "")
+        if argv[:2] == ["scontrol", "reconfigure"]:
+            ran.append(argv)
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        return sinfo_only(argv, **kw)
+
+    cfg = LocalClusterConfig(state_dir=running / "state", hostname="h")
+    manager.up(cfg, install=False, paths=paths(running), runner=runner)
+    assert "\nSlurmctldParameters=enable_expedited_requeue\n" in conf.read_text()
+    assert ran == [["scontrol", "reconfigure"]]

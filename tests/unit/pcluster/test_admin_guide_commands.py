@@ -5,7 +5,10 @@ against moto. The node steps (9, 10) run in tests/integration/bootstrap."""
 
 from __future__ import annotations
 
+import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +76,41 @@ def test_the_guide_example_imports_into_fields(tmp_path: Path, field):
 
     spec = import_config(yaml.safe_load(existing))
     assert field in spec["queues"][0]
+
+
+def test_the_install_block_installs_the_aws_extra():
+    """Step 1's block: a virtualenv, `pip install -e '.[aws]'`, `hpcflow cluster --help`. What
+    this checks: the extra exists and brings what the comment says (pyproject.toml), and the last
+    line runs; not the venv and pip lines themselves (CI installs the same extras through
+    scripts/install.sh --dev)."""
+    import tomllib
+
+    install = _blocks(GUIDE.read_text().split("## 1. Install", 1)[1], "bash")[0]
+    lines = [ln.split(" #", 1)[0].strip() for ln in install.splitlines()]
+    assert lines == ["# in a checkout of hpcflow", "python -m venv .venv && . .venv/bin/activate",
+                     "pip install -e '.[aws]'", "hpcflow cluster --help"]
+    assert "brings boto3 and aws-parallelcluster" in install
+    project = tomllib.loads((GUIDE.parents[1] / "pyproject.toml").read_text())["project"]
+    aws = project["optional-dependencies"]["aws"]
+    assert {re.split(r"[<>=!~ ]", d)[0] for d in aws} == {"boto3", "aws-parallelcluster"}
+    r = CliRunner().invoke(cli, shlex.split(lines[3])[1:])
+    assert r.exit_code == 0 and "render" in r.output and "import" in r.output, r.output
+
+
+def test_the_create_cluster_line_is_a_pcluster_command():
+    """Step 7's block needs AWS. What this checks: the installed aws-parallelcluster's
+    `pcluster create-cluster --help` takes each option the line uses, the cluster name is the
+    step 3 spec's name, and the configuration is the file step 4 renders."""
+    text = GUIDE.read_text()
+    [line] = _blocks(text.split("## 7.", 1)[1], "bash")[0].split("\n")[:1]
+    words = shlex.split(line)
+    assert words[:2] == ["pcluster", "create-cluster"]
+    pcluster = Path(sys.executable).with_name("pcluster")
+    help_text = subprocess.run([str(pcluster), "create-cluster", "--help"], capture_output=True,
+                               text=True, timeout=120, check=True).stdout
+    for flag in (w for w in words[2:] if w.startswith("-")):
+        assert f"{flag} " in help_text, flag
+    options = dict(zip(words[2::2], words[3::2], strict=True))
+    assert f"name: {options['--cluster-name']}\n" in text
+    assert f"hpcflow cluster render cluster.spec.yaml -o {options['--cluster-configuration']}" \
+        in text

@@ -72,3 +72,13 @@ def test_every_field_is_documented():
         assert f"| `{name}` |" in text
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert rows and all(row.rstrip(" |").split("|")[-1].strip() for row in rows)  # a meaning each
+
+
+def test_a_mapping_value_model_is_one_entry_not_a_field_of_the_mapping():
+    """`env` is a mapping NAME -> text or {from_file: PATH}: the table of the mapping form says
+    `env.<NAME>.from_file`, never `env.from_file` (which reads as a required field of `env`)."""
+    text = reference_markdown(JobSpec, "Job spec")
+    assert "`env.from_file`" not in text
+    assert "## `env.<NAME>`" in text
+    assert "| `env.<NAME>.from_file` | **required** |" in text
+    assert "When an entry's value is a mapping: an ``env`` value read at run time" in text
