@@ -47,3 +47,13 @@ def test_every_line_without_aws_runs(tmp_path, monkeypatch):
     assert ran >= 4
     assert (tmp_path / "bundle" / "on_create.sh").is_file()
     assert (tmp_path / "cluster.yaml").is_file()
+
+
+def test_the_yaml_block_is_the_example_specs_hyperpod_block():
+    import yaml
+
+    from hpcflow.resources import data_dir
+
+    [shown] = [b for b in blocks("yaml") if b.lstrip().startswith("hyperpod:")]
+    spec = yaml.safe_load((data_dir("pcluster_configs") / "hyperpod-p5.spec.yaml").read_text())
+    assert yaml.safe_load(shown) == {"hyperpod": spec["hyperpod"]}
