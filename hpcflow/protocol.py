@@ -227,15 +227,16 @@ EVENT_SPOT_NOTICE = "spot_notice"
 #: ``SLURMEnvironment(auto_requeue=True)``, submitit, a ``signal.signal(SIGUSR1, ...)``): it is
 #: forwarded once every process of the step catches it, as a plain ``sbatch`` would.
 PROTOCOL_HANDLES_SIGNAL = "handles_signal"
-#: Ledger event of the warning's path for a program that did not join: ``forwarded`` (true:
-#: every process of the step catches the signal), ``ranks`` (rank processes found),
-#: ``not_catching`` (processes that would die of it, at most 8: ``node``, ``pid``, ``comm``).
+#: Ledger event of a held warning that went to the program later, once every process of its
+#: step caught the signal: ``forwarded``, ``ranks`` (tasks found), ``why``. The first check's
+#: verdict is the ``catch`` member of the warning's ``signal`` event (the same members, and
+#: ``not_catching``: processes that would die of it, at most 8: ``node``, ``pid``, ``comm``).
 EVENT_CATCH_CHECK = "catch_check"
-#: ``cause`` of a ``requeue`` event: what brought the warning. A time-limit warning
-#: (``--signal=B:SIG@lead`` near the time limit) counts against ``preemption.max_requeues``;
-#: a preemption (a spot notice, Slurm's own preemption, a warning long before the time limit)
-#: against ``preemption.max_preemptions``. A requeue event without a cause (protocol 4) counts
-#: as a time-limit one.
+#: ``cause`` of a ``signal`` event (and of the program's own ``requeue``): what brought the
+#: warning. The requeue of an attempt a time-limit warning brought (Slurm's ``--signal``, or
+#: one sent by hand) counts against ``preemption.max_requeues``; of one a preemption brought
+#: (a spot notice, Slurm's own preemption) against ``preemption.max_preemptions``. An attempt
+#: without a cause on record (protocol 4) counts as a time-limit one.
 CAUSE_TIME_LIMIT = "time_limit"
 CAUSE_PREEMPTION = "preemption"
 #: ``by`` of a ``requeue`` event: the program requeued the job itself (``scontrol requeue`` from

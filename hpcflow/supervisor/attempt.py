@@ -84,6 +84,7 @@ class Attempt:
         self._signals_seen = 0
         self._signals_size = 0
         self._woken = False
+        self._term_seen = False
         self._wake_r = -1
         self.step: subprocess.Popen[bytes] | None = None
         self.watchdog: subprocess.Popen[bytes] | None = None
@@ -108,8 +109,8 @@ class Attempt:
 
     def _on_term(self, signum: int, frame: Any) -> None:
         if not self.turns.terminated:
-            log("TERM: Slurm is ending this attempt (a cancel, the time limit, or a requeue the "
-                "program made); the step ends with it, and hpcflow requeues nothing")
+            log("TERM: Slurm is ending the job or this attempt (a cancel, the time limit, or a "
+                "requeue the program made); the step ends with it, and hpcflow requeues nothing")
         self.turns.terminated = True
 
     def new_warnings(self) -> int:
@@ -237,6 +238,9 @@ class Attempt:
             self._woken, self._signals_size = False, size
             for _ in range(self.new_warnings()):
                 self.turns.warning(self.signal_name, self.step.pid if self.step else 0)
+        if self.turns.terminated and not self._term_seen:
+            self._term_seen = True
+            self.turns.on_term()
         self.turns.recheck_held(self.signal_name, self.step.pid if self.step else 0)
         timer_at = self.turns.timer_at
         if timer_at is not None and time.time() >= timer_at:

@@ -137,8 +137,9 @@ class History:
         step_restarts: ``step_restart`` events.
         requeues: ``requeue`` events (hpcflow's own requeues).
         exclusion_requeues: of those, requeues after a node exclusion with no spare.
-        preemption_requeues: of those, requeues after a preemption (``cause``
-            :data:`hpcflow.protocol.CAUSE_PREEMPTION`), the program's own included.
+        preemption_requeues: of those, requeues of an attempt a preemption warned (a
+            ``spot_notice``, a ``signal`` with ``cause`` :data:`hpcflow.protocol.
+            CAUSE_PREEMPTION` or Slurm's own preemption), the program's own included.
         over_budget: the last requeue was one the program made itself with no requeue of its
             budget left (``over_budget`` in its event): the next attempt does not start.
         blamed: node -> failed steps blamed on it (``step_end`` events with ``node``).
@@ -162,15 +163,21 @@ class History:
         counts = {P.EVENT_STEP_RESTART: 0, P.EVENT_REQUEUE: 0}
         exclusion_requeues = preemption_requeues = 0
         over_budget = False
+        preempted: set[Any] = set()  # attempts (restart numbers) a preemption warned
         for ev in events:
             name = ev.get("event")
             if name in counts:
                 counts[name] += 1
+            if name == P.EVENT_SPOT_NOTICE or (name == P.EVENT_SIGNAL and (
+                    ev.get("cause") == P.CAUSE_PREEMPTION
+                    or ev.get("source") == P.SOURCE_SLURM_PREEMPT)):
+                preempted.add(ev.get("restart"))
             if name == P.EVENT_REQUEUE:
                 over_budget = ev.get("over_budget") is True
             if name == P.EVENT_REQUEUE and ev.get("cause") == P.REASON_NODE_EXCLUDED:
                 exclusion_requeues += 1
-            elif name == P.EVENT_REQUEUE and ev.get("cause") == P.CAUSE_PREEMPTION:
+            elif name == P.EVENT_REQUEUE and (ev.get("cause") == P.CAUSE_PREEMPTION
+                                              or ev.get("restart") in preempted):
                 preemption_requeues += 1
             elif name == P.EVENT_STEP_END and isinstance(ev.get("node"), str):
                 blamed[ev["node"]] = blamed.get(ev["node"], 0) + 1

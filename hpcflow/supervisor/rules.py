@@ -277,8 +277,6 @@ def _requeue_or(limits: Limits, history: History, *, what: str, rc: int,
     else:
         tail = f" of at most {bound})"
     line = f"{what}: requeueing {requeue_id} (restart {history.restart + 1}{tail}"
-    if counted and cause == P.CAUSE_PREEMPTION:  # no cause: a time-limit requeue (protocol.py)
-        fields = {**fields, "cause": cause}
     return Action(True, P.REASON_REQUEUE_FAILED, rc, requeue_fields=dict(fields),
                   log=(line,), exclude=exclude)
 

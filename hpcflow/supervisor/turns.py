@@ -68,7 +68,8 @@ class Job:
         self.paths = facts.Paths(Path(run_dir), Path(checkpoint_dir), job_id, restart)
         self.limits = rules.Limits(
             ntasks=cfg["ntasks"], step_nodes=cfg["step_nodes"], max_requeues=cfg["max_requeues"],
-            max_preemptions=cfg["max_preemptions"],
+            # A batch script of an older protocol (version skew) has none; it runs no step.
+            max_preemptions=int(cfg.get("max_preemptions", 0)),
             requeue_allowed=cfg["requeue_allowed"], resilience=cfg["resilience"],
             max_in_job_restarts=cfg.get("max_in_job_restarts", 0),
             max_failures=cfg.get("max_failures", 0), exclude_after=cfg.get("exclude_after", 0))
@@ -156,6 +157,8 @@ class _State:
     held_checked_at: float = 0.0
     #: What brought the warnings (rules.requeue_budget): a preemption once any was one.
     cause: str = P.CAUSE_TIME_LIMIT
+    #: The program's own requeue is in the ledger already (:meth:`Turns.on_term`).
+    requeue_recorded: bool = False
 
 
 class Turns:
@@ -265,7 +268,6 @@ class Turns:
             log("the step had already ended")
             log(warning.not_forwarded(signal_name, joined, job.limits.ntasks))
         if verdict is not None:
-            self._record_catch(verdict, forwarded)
             state.forwarded = state.forwarded or forwarded
             state.held = not forwarded and running
             state.held_checked_at = time.monotonic()
@@ -291,8 +293,9 @@ class Turns:
         self.deadline_s = new
         if timer.timer_s is not None:
             self.timer_at = now + timer.timer_s
+        extra = {} if verdict is None else {"catch": self._catch_fields(verdict, forwarded)}
         job.event(P.EVENT_SIGNAL, signal=signal_name, joined=joined, forwarded=forwarded,
-                  deadline=new, source=P.SOURCE_WARNING)
+                  deadline=new, source=P.SOURCE_WARNING, cause=state.cause, **extra)
 
     def _catch_check(self) -> sigcatch.CatchVerdict:
         """Read the running step's processes on every node (:mod:`hpcflow.supervisor.sigprobe`)."""
@@ -301,11 +304,11 @@ class Turns:
                                                       nnodes=self.nnodes))
         return sigcatch.forward_verdict(reports, tasks=job.tasks, signal=str(job.cfg["signal"]))
 
-    def _record_catch(self, verdict: sigcatch.CatchVerdict, forwarded: bool) -> None:
-        self.job.event(P.EVENT_CATCH_CHECK, forwarded=forwarded, ranks=verdict.ranks_found,
-                       why=verdict.why, not_catching=[
-                           {"node": n, "pid": pid, "comm": comm}
-                           for n, pid, comm in verdict.not_catching[:sigcatch.MAX_NAMED]])
+    @staticmethod
+    def _catch_fields(verdict: sigcatch.CatchVerdict, forwarded: bool) -> dict[str, Any]:
+        return {"forwarded": forwarded, "ranks": verdict.ranks_found, "why": verdict.why,
+                "not_catching": [{"node": n, "pid": pid, "comm": comm}
+                                 for n, pid, comm in verdict.not_catching[:sigcatch.MAX_NAMED]]}
 
     def recheck_held(self, signal_name: str, step_pid: int) -> None:
         """A held warning (the program did not catch the signal when it came): read the step
@@ -326,7 +329,7 @@ class Turns:
         if state.forwarded:
             log(f"{signal_name}: {verdict.why} now: forwarding the held warning to the step, as "
                 "a plain sbatch would")
-        self._record_catch(verdict, state.forwarded)
+        self.job.event(P.EVENT_CATCH_CHECK, **self._catch_fields(verdict, state.forwarded))
 
     def deadline(self, step_pid: int) -> None:
         """The stop timer fired: wait for the joined ranks' checkpoint, or stop the program
@@ -404,11 +407,33 @@ class Turns:
         return StepEnd(False, mirror_budget_s=warning.mirror_budget_s(self.deadline_s,
                                                                      int(self._now())))
 
+    def on_term(self) -> None:
+        """Slurm's TERM came (:attr:`terminated`). When it is a requeue the program made
+        itself (after the warning hpcflow gave it), record that requeue at once: the batch step
+        is killed ``KillWait`` seconds later (slurm.conf(5)), maybe before the step ends and the
+        ending would record it."""
+        state, job = self.state, self.job
+        if not state.forwarded or state.requeue_recorded:
+            return
+        view, _ = self._slurm_view()
+        if not view.requeued:
+            return
+        state.slurm = view
+        action = rules.ending(self._step_facts(0), job.history(), job.limits,
+                              requeue_id=job.requeue_id)
+        if action.already_requeued:
+            for line in action.log:
+                log(line)
+            job.event(P.EVENT_REQUEUE, **action.requeue_fields)
+            state.requeue_recorded = True
+
     def end(self, rc: int) -> int:
         """The ending ladder (:func:`hpcflow.supervisor.rules.ending`): record ``requeue`` and
         requeue (the attempt's last act), or record ``job_end``. Returns the batch script's
         exit status."""
         job = self.job
+        if self.state.requeue_recorded:
+            return 0  # the program requeued the job: decided and recorded at Slurm's TERM
         action = rules.ending(self._step_facts(rc), job.history(), job.limits,
                               outcome=self.state.outcome, requeue_id=job.requeue_id)
         for line in action.log:

@@ -43,7 +43,7 @@ def test_a_lightning_script_on_its_defaults_is_given_a_spot_warning_and_finishes
     final = job.wait_finished(900)
     log = job.log()
     assert final.state == "COMPLETED" and final.exit_code == 0 and final.restarts == 1, job.dump()
-    check = job.event("catch_check", restart=0)
+    check = job.event("signal", restart=0)["catch"]
     assert check["forwarded"] is True and "catches USR1 itself" in check["why"], check
     requeues = [e for e in job.events() if e["event"] == "requeue"]
     assert len(requeues) == 1 and requeues[0]["cause"] == "preemption", requeues

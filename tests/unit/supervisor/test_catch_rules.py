@@ -222,7 +222,7 @@ def test_a_preemption_requeue_counts_against_max_preemptions_only():
     history = History(restart=4, requeues=4, preemption_requeues=4)
     spot = ending(facts(warnings=1, handled_warning=True, cause=P.CAUSE_PREEMPTION), history,
                   LIMITS, requeue_id="7")
-    assert spot.requeue and spot.requeue_fields["cause"] == P.CAUSE_PREEMPTION
+    assert spot.requeue
     assert "preemption 5 of at most 5" in spot.log[0]
     assert requeues_used(history, LIMITS, P.CAUSE_TIME_LIMIT) == 0
     full = History(restart=5, requeues=5, preemption_requeues=5)
@@ -280,3 +280,18 @@ def test_a_program_requeue_past_its_budget_ends_the_next_attempt_at_its_start():
     assert not start.start and start.reason == P.REASON_REQUEUE_LIMIT
     assert attempt_start(History.from_events([{**event, "over_budget": False}], 4), LIMITS,
                          ["n1"]).start
+
+
+def test_an_attempt_a_preemption_warned_counts_its_requeue_as_a_preemption():
+    events = [{"event": "signal", "restart": 0, "cause": P.CAUSE_PREEMPTION},
+              {"event": "requeue", "restart": 0, "step": 4},
+              {"event": "signal", "restart": 1, "source": P.SOURCE_SLURM_PREEMPT},
+              {"event": "requeue", "restart": 1, "step": 9},
+              {"event": "spot_notice", "restart": 2},
+              {"event": "requeue", "restart": 2, "step": 12},
+              {"event": "signal", "restart": 3, "cause": P.CAUSE_TIME_LIMIT},
+              {"event": "requeue", "restart": 3, "step": 15},
+              {"event": "requeue", "restart": 4, "step": 18}]  # protocol 4: no cause on record
+    history = History.from_events(events, restart=5)
+    assert history.preemption_requeues == 3
+    assert requeues_used(history, LIMITS, P.CAUSE_TIME_LIMIT) == 2

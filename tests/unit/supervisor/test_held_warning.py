@@ -51,9 +51,11 @@ def test_the_warning_waits_for_the_handlers_then_goes_once(turn):
     assert sent == [(42, "USR1")] and t.state.forwarded and not t.state.held
     t.recheck_held("USR1", step_pid=42)  # nothing more is asked or sent
     assert sent == [(42, "USR1")] and answers == []
-    checks = [e for e in ledger.read_events(t.job.paths.ledger)
-              if e["event"] == P.EVENT_CATCH_CHECK]
-    assert [c["forwarded"] for c in checks] == [False, True]
+    events = ledger.read_events(t.job.paths.ledger)
+    [first] = [e["catch"] for e in events if e["event"] == P.EVENT_SIGNAL]
+    assert first["forwarded"] is False and first["not_catching"][0]["comm"] == "python3"
+    later = [e for e in events if e["event"] == P.EVENT_CATCH_CHECK]
+    assert [c["forwarded"] for c in later] == [True]
 
 
 def test_a_stopped_program_is_not_asked_again(turn, monkeypatch):
@@ -65,3 +67,32 @@ def test_a_stopped_program_is_not_asked_again(turn, monkeypatch):
     t.deadline(step_pid=42)  # the stop timer: no rank joined, the program is stopped
     t.recheck_held("USR1", step_pid=42)
     assert sent == [] and answers == [] and not t.state.held
+
+
+def test_the_programs_own_requeue_is_recorded_at_slurms_term(turn, monkeypatch):
+    t, answers, sent = turn
+    answers += [CATCHING]
+    t.warning("USR1", step_pid=42)
+    assert sent == [(42, "USR1")] and t.state.forwarded
+    monkeypatch.setattr(facts, "slurm_job",
+                        lambda job_id: facts.SlurmJob(state="PENDING", restarts=1))
+    t.terminated = True
+    t.on_term()
+    requeues = [e for e in ledger.read_events(t.job.paths.ledger) if e["event"] == "requeue"]
+    assert len(requeues) == 1 and requeues[0]["by"] == P.REQUEUED_BY_PROGRAM
+    t.after_step(143)
+    assert t.end(143) == 0  # decided at the TERM: nothing more is recorded or requeued
+    assert sum(e["event"] in ("requeue", "job_end")
+               for e in ledger.read_events(t.job.paths.ledger)) == 1
+
+
+def test_a_term_that_is_not_a_requeue_records_nothing_early(turn, monkeypatch):
+    t, answers, sent = turn
+    answers += [CATCHING]
+    t.warning("USR1", step_pid=42)
+    monkeypatch.setattr(facts, "slurm_job",
+                        lambda job_id: facts.SlurmJob(state="CANCELLED", restarts=0))
+    t.terminated = True
+    t.on_term()
+    assert not t.state.requeue_recorded
+    assert not [e for e in ledger.read_events(t.job.paths.ledger) if e["event"] == "requeue"]
