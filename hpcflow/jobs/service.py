@@ -77,12 +77,11 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
 
     Nothing is written before the spec validates, the script renders and the run directory
     passes :func:`check_run_dir` and the ownership checks of :mod:`hpcflow.jobs.trust` (the
-    run directory, the checkpoint folder and their existing parents: skipped with
-    ``allow_shared_dir``, which also leaves the mode of an existing run directory alone; a
-    symlinked ``.hpcflow`` or ledger is refused whatever it says). A dry run checks them too.
-    Then the spec and the script go into
-    the run directory, ``sbatch`` submits the script, and the job id is recorded in
-    ``submissions.jsonl`` and in the per-user index.
+    run directory, the checkpoint folder, ``program.workdir`` and their existing parents:
+    skipped with ``allow_shared_dir``, which also leaves the mode of an existing run directory
+    alone; a symlinked ``.hpcflow`` or ledger is refused whatever it says). A dry run checks
+    them too. Then the spec and the script go into the run directory, ``sbatch`` submits the
+    script, and the job id is recorded in ``submissions.jsonl`` and in the per-user index.
 
     Raises:
         SpecError: the spec or an override is invalid, or its layout fits no GPU of the
@@ -100,6 +99,8 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     if not allow_shared_dir:
         trust.check_trusted_dir("run_dir", run_dir)
         trust.check_trusted_dir("checkpoint.dir", Path(spec.checkpoint_dir))
+        if spec.program.workdir is not None:  # the ranks (and a warm standby) import from it
+            trust.check_trusted_dir("program.workdir", Path(spec.program.workdir))
     trust.check_state_files(run_dir)
     if dry_run:
         return SubmitResult(None, run_dir, script, None, name=spec.name, env=shown_env(spec.env),

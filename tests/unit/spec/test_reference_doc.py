@@ -43,15 +43,16 @@ This page is generated from the model (`hpcflow.spec.job.JobSpec`).
 
 ## Who can write the run directory
 
-`submit` and `submit --dry-run` refuse (exit 3) a `run_dir` or `checkpoint.dir` that exists and
-is not yours, or whose existing folders (itself or a parent) are owned by someone other than you
-or root, or are writable by others or by a group other than your private one (the group named
-after you, with no other member) without the sticky bit (`/tmp` is fine): whoever can
-write there can plant a checkpoint, which runs code as you when it is loaded, or swap the ledger
-for a symlink. `--allow-shared-dir` accepts such a folder (a shared project folder) and leaves an
-existing run directory's mode alone. A `.hpcflow/`, ledger, `submissions.jsonl`, `job.yaml` or
-`job.sbatch` that is a symlink, not yours, or not a folder / regular file, or a `.hpcflow/` that
-anyone can write, is refused even then.
+`submit` and `submit --dry-run` refuse (exit 3) a `run_dir`, `checkpoint.dir` or
+`program.workdir` (the ranks import from it) that exists and is not yours, or whose existing
+folders (itself or a parent) are owned by someone other than you or root, or are writable by
+others or by a group other than your private one (the group named after you, with no other
+member) without the sticky bit (`/tmp` is fine): whoever can write there can plant a checkpoint,
+which runs code as you when it is loaded, or swap the ledger for a symlink. `--allow-shared-dir`
+accepts such a folder (a shared project folder) and leaves an existing run directory's mode
+alone. A `.hpcflow/`, ledger, `submissions.jsonl`, `job.yaml` or `job.sbatch` that is a symlink,
+not yours, or not a folder / regular file, or a `.hpcflow/` that anyone can write, is refused
+even then.
 """
 
 
