@@ -27,7 +27,6 @@ from hpcflow.jobs import records, trust
 from hpcflow.jobs.fit import fit_warning
 from hpcflow.jobs.script import job_script
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
-from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.spec.envvalues import shown_env
 from hpcflow.spec.job import JobSpec, load_job_spec
@@ -93,7 +92,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     """
     spec = load_job_spec(spec_path, overrides)
     warnings = tuple(w for w in [fit_warning(spec)] if w)
-    script = job_script(spec, python=python or sys.executable)
+    script = job_script(spec, python=python or sys.executable, allow_shared_dir=allow_shared_dir)
     run_dir = Path(spec.run_dir)
     check_run_dir(run_dir)
     if not allow_shared_dir:
@@ -113,7 +112,8 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
                           ) from None
     _check_run_dir_free(run_dir, client)
     previous = records.read_run_files(run_dir)
-    created = records.missing_dirs(state_dir(run_dir))
+    # Each level made 0700 and judged as it is reached: nothing checked above can be swapped.
+    created = trust.make_private_dirs("run_dir", run_dir, allow_shared_dir=allow_shared_dir)
     try:
         script_path = records.write_run_files(run_dir, resolved := spec_yaml(spec), script,
                                               keep_mode=allow_shared_dir)

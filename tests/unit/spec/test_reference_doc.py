@@ -53,6 +53,14 @@ accepts such a folder (a shared project folder) and leaves an existing run direc
 alone. A `.hpcflow/`, ledger, `submissions.jsonl`, `job.yaml` or `job.sbatch` that is a symlink,
 not yours, or not a folder / regular file, or a `.hpcflow/` that anyone can write, is refused
 even then.
+
+The run directory and its missing parents are made one level at a time, each mode 0700
+whatever the umask, and each level is judged as it is reached (the folder opened, not its name
+looked up again): a folder someone else made or linked in after the checks is refused. Every
+attempt, the first and each requeue, checks the run directory, the checkpoint folder and the
+state files again before any step runs; a folder swapped since submit ends the attempt with
+exit 1 and the log line `the run directory is not safe at this attempt's start`, and nothing is
+written into it but the supervisor's answer.
 """
 
 
