@@ -78,7 +78,8 @@ def stat_problem(info: os.stat_result, *, own: bool, uid: int) -> str | None:
     return None
 
 
-def check_trusted_dir(field: str, target: Path, *, uid: int | None = None) -> None:
+def check_trusted_dir(field: str, target: Path, *, uid: int | None = None,
+                      override: str | None = "--allow-shared-dir") -> None:
     """Refuse ``target`` (``run_dir`` or ``checkpoint.dir``) when it, or a parent of it that
     exists, is not safe (:func:`folder_problem`).
 
@@ -86,10 +87,12 @@ def check_trusted_dir(field: str, target: Path, *, uid: int | None = None) -> No
         field: the spec field, for the message.
         target: the absolute folder.
         uid: the user's uid; default ``os.getuid()``.
+        override: the flag that accepts such a folder, named in the message (None: there is
+            none, as for ``hpcflow.launch.Executor``'s folder).
 
     Raises:
         SubmitError: naming the field, the folder and why; the fix is another folder or
-            ``--allow-shared-dir``.
+            ``override``.
     """
     uid = os.getuid() if uid is None else uid
     path = target
@@ -103,10 +106,10 @@ def check_trusted_dir(field: str, target: Path, *, uid: int | None = None) -> No
             problem = None  # what cannot be looked at is refused by check_run_dir's own checks
         if problem:
             where = "" if path == target else f" (its parent {str(path)!r})"
-            raise SubmitError(
-                f"{field}: {str(target)!r}{where}: {problem}; {SHARED_DIR_RISK}. Use a folder "
-                "only you can write, or pass --allow-shared-dir if you trust everyone who can "
-                "write there")
+            allow = f", or pass {override} if you trust everyone who can write there" \
+                if override else ""
+            raise SubmitError(f"{field}: {str(target)!r}{where}: {problem}; {SHARED_DIR_RISK}. "
+                              f"Use a folder only you can write{allow}")
         if path.parent == path:
             return
         path, own = path.parent, False
