@@ -152,7 +152,8 @@ def check_state_files(run_dir: Path, *, uid: int | None = None) -> None:
 
 
 def make_private_dirs(field: str, target: Path, *, allow_shared_dir: bool = False,
-                      state: bool = True, uid: int | None = None) -> list[Path]:
+                      state: bool = True, uid: int | None = None,
+                      risk: str = SHARED_DIR_RISK) -> list[Path]:
     """Create ``target`` (and, with ``state``, its ``.hpcflow/``) one level at a time, each
     new folder mode :data:`~hpcflow.jobs.records.DIR_MODE` (0700) whatever the umask, judging
     every level as it is reached, so that nothing checked earlier can be swapped in between.
@@ -174,6 +175,7 @@ def make_private_dirs(field: str, target: Path, *, allow_shared_dir: bool = Fals
             (``--allow-shared-dir``).
         state: also make ``target/.hpcflow``.
         uid: the user's uid; default ``os.getuid()``.
+        risk: what the message says whoever can write there could do.
 
     Returns:
         The folders it created, deepest first (what an undo removes).
@@ -195,9 +197,9 @@ def make_private_dirs(field: str, target: Path, *, allow_shared_dir: bool = Fals
             try:
                 child = _open_level(fd, name, level, uid=uid, allow_shared_dir=allow_shared_dir)
             except _Unsafe as exc:
-                raise _refused(field, target, path, str(exc)) from None
+                raise _refused(field, target, path, str(exc), risk) from None
             except OSError as exc:
-                raise _refused(field, target, path, _os_problem(exc)) from None
+                raise _refused(field, target, path, _os_problem(exc), risk) from None
             if level.made:
                 created.insert(0, path)
             parent, fd = fd, child
@@ -205,11 +207,11 @@ def make_private_dirs(field: str, target: Path, *, allow_shared_dir: bool = Fals
                 problem = _level_problem(os.fstat(fd), level, uid=uid,
                                          allow_shared_dir=allow_shared_dir)
                 if problem:
-                    raise _refused(field, target, path, problem)
+                    raise _refused(field, target, path, problem, risk)
                 if level.made or level.inner or (level.last and not allow_shared_dir):
                     _chmod_private(parent, name, os.fstat(fd), level.follow)
             except OSError as exc:
-                raise _refused(field, target, path, _os_problem(exc)) from None
+                raise _refused(field, target, path, _os_problem(exc), risk) from None
             finally:
                 os.close(parent)
     except BaseException:
@@ -300,10 +302,10 @@ def _os_problem(exc: OSError) -> str:
     return f"cannot create or open it ({exc.strerror or exc})"
 
 
-def _refused(field: str, target: Path, path: Path, problem: str) -> SubmitError:
+def _refused(field: str, target: Path, path: Path, problem: str, risk: str) -> SubmitError:
     where = "" if path == target else f" ({str(path)!r})"
-    return SubmitError(f"{field}: {str(target)!r}{where}: {problem}; {SHARED_DIR_RISK}. Use a "
-                       "folder only you can write")
+    return SubmitError(f"{field}: {str(target)!r}{where}: {problem}; {risk}. Use a folder only "
+                       "you can write")
 
 
 def check_attempt_dirs(run_dir: Path, checkpoint_dir: Path, *, allow_shared_dir: bool,
