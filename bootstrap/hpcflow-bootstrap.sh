@@ -55,7 +55,7 @@ f1e404ee567f64550505c637ec8a3bd8a4896ff5d9f7d3bcb8ea166eca43fb59  prolog/hpcflow
 70e87047fdf7add8429d10c7fbd000f72ded1cb14b417b6ac8b9caf6b5944e0c  steps/20-nccl.sh
 04bf3b2a2bada8e2ab9d29aea6b4af9521ea9dfd92da346f7100c19cd07ea4f5  steps/30-nccl-tests.sh
 434b093b2af977a7fb9e046468e14f4523dc1a32845a078fe8836c0e7444cc21  steps/40-enroot-pyxis.sh
-0eb8ff94059b8c4b06894d9f58d253415dfce19f480b0593ecb3c1c7018497b4  steps/50-spot-watch.sh
+a67b97c1c69c3ec18b1ca83234d2144cf873cf2e7b7f1b1671410e05e429a9d7  steps/50-spot-watch.sh
 3be93c7649190f6921fb32aaeb126d4fe4ce47906a667c76a4d139264bec18dc  steps/90-healthcheck.sh
 # pinned-sha256-end
 '
