@@ -21,8 +21,10 @@
 # changed). With --prefix: `systemctl --root=PREFIX enable` only (offline; nothing is started).
 # Environment: HPCFLOW_SYSTEMCTL (default systemctl).
 # The service runs as root: --hpcflow, its #! interpreter and its virtual environment must be
-# root-owned and writable by root alone, each folder above them too (else exit 1, naming the
-# part at fault).
+# root-owned and writable by root alone, each folder above them too, and so must what the
+# environment reaches outside itself (symbolic links' targets, folders a .pth file or an
+# editable install adds), and --slurm-bin with everything in it (else exit 1, naming the part
+# at fault).
 # Exit codes: 0 installed, unchanged or dry run; 1 failure. Safe to rerun: an identical install
 # is left alone.
 set -Eeuo pipefail
@@ -111,9 +113,11 @@ check_trusted() {
 
 # check_hpcflow PATH: the command, the interpreter of its #! line, and, when it sits in a
 # virtual environment (pyvenv.cfg two folders up), every file of that environment must be
-# root's alone: whoever can change any of them runs code as root on every node.
+# root's alone: whoever can change any of them runs code as root on every node. So must what
+# the environment reaches outside itself: the target of each symbolic link in it (a package
+# linked in from elsewhere) and each folder it imports from (check_imports).
 check_hpcflow() {
-  local hpcflow="$1" resolved venv interp="" line="" bad
+  local hpcflow="$1" resolved venv interp="" line="" bad target
   check_trusted --hpcflow "${hpcflow}"
   resolved="$(readlink -f -- "${hpcflow}")"
   IFS= read -r line <"${resolved}" || true
@@ -125,7 +129,77 @@ check_hpcflow() {
   if [[ -f "${venv}/pyvenv.cfg" ]]; then
     bad="$(find "${venv}" ! -type l \( ! -user 0 -o -perm /022 \) -print -quit 2>/dev/null)"
     [[ -z "${bad}" ]] || die "--hpcflow: '${hpcflow}' is not safe for a service that runs as root: ${bad} (in its environment ${venv}) is $(path_problem "${bad}"); make every file of ${venv} root's, writable only by root"
+    while IFS= read -r -d '' line; do
+      target="$(readlink -m -- "${line}")"
+      check_tree "--hpcflow" "${hpcflow}" "${target}" "the target of ${line} (in its environment ${venv})"
+    done < <(find "${venv}" -type l -print0 2>/dev/null)
+    check_imports "${hpcflow}" "${venv}"
   fi
+}
+
+# check_tree OPTION VALUE PATH WHY [chain]: stop unless PATH (or, when it is missing, the folder
+# it would be made in), every folder above it and, for a folder, everything under it (not with
+# "chain") pass path_problem.
+check_tree() {
+  local option="$1" value="$2" path="$3" why="$4" only="${5:-}" p problem bad
+  p="${path}"
+  while [[ ! -e "${p}" && "${p}" != / ]]; do p="$(dirname -- "${p}")"; done
+  while :; do
+    problem="$(path_problem "${p}")"
+    [[ -z "${problem}" ]] || die "${option}: '${value}' is not safe for a service that runs as root: ${path}, ${why}, is under ${p}, which is ${problem}"
+    [[ "${p}" != / ]] || break
+    p="$(dirname -- "${p}")"
+  done
+  if [[ -d "${path}" && "${only}" != chain ]]; then
+    bad="$(find -L "${path}" ! -type l \( ! -user 0 -o -perm /022 \) -print -quit 2>/dev/null \
+           || true)"
+    [[ -z "${bad}" ]] || die "${option}: '${value}' is not safe for a service that runs as root: ${bad} (under ${path}, ${why}) is $(path_problem "${bad}")"
+  fi
+}
+
+# check_imports HPCFLOW VENV: the folders VENV's Python imports from outside it must be root's
+# alone: each path line of a .pth file in its site-packages (Python's site module: a line that
+# does not start with "import" is a folder added to sys.path), each folder an editable install
+# maps a package to (setuptools' __editable___*_finder.py) and each .egg-link's folder.
+check_imports() {
+  local hpcflow="$1" venv="$2" site f line
+  for site in "${venv}"/lib/python*/site-packages; do
+    [[ -d "${site}" ]] || continue
+    for f in "${site}"/*.pth; do
+      [[ -f "${f}" ]] || continue
+      while IFS= read -r line || [[ -n "${line}" ]]; do
+        [[ -n "${line//[[:space:]]/}" && "${line}" != '#'* && ! "${line}" =~ ^import[[:space:]] ]] || continue
+        [[ "${line}" == /* ]] || line="${site}/${line}"
+        check_tree "--hpcflow" "${hpcflow}" "${line}" "a folder ${f} puts on sys.path"
+      done <"${f}"
+    done
+    for f in "${site}"/__editable___*_finder.py "${site}"/*.egg-link; do
+      [[ -f "${f}" ]] || continue
+      while IFS= read -r line; do
+        check_tree "--hpcflow" "${hpcflow}" "${line}" "a folder ${f} imports from"
+      done < <(if [[ "${f}" == *.egg-link ]]; then head -n 1 -- "${f}"
+               else grep -oE "'/[^']+'" -- "${f}" | tr -d "'"; fi)
+    done
+  done
+}
+
+# check_slurm_bin DIR: the folder put first on the service's PATH (it runs squeue, scontrol and
+# scancel from it, and a #! of `/usr/bin/env python3` would find python3 there): the folder, or
+# where it would be made, every folder above it, every entry in it and the folder of each
+# entry's link target must be root's alone.
+check_slurm_bin() {
+  local dir="$1" entry bad
+  check_tree "--slurm-bin" "${dir}" "${dir}" "the first folder on the service's PATH" chain
+  [[ -d "${dir}" ]] || return 0
+  # A loop (/usr/bin/X11 -> .) makes find say so and fail; what it printed still counts.
+  bad="$(find -L "${dir}" -mindepth 1 -maxdepth 1 ! -type l \( ! -user 0 -o -perm /022 \) \
+         ! -type d -print -quit 2>/dev/null || true)"
+  [[ -z "${bad}" ]] || die "--slurm-bin: '${dir}' is not safe for a service that runs as root: ${bad} is $(path_problem "$(readlink -f -- "${bad}")")"
+  while IFS= read -r entry; do
+    check_tree "--slurm-bin" "${dir}" "${entry:-/}" "the folder a link in ${dir} points into" \
+      chain
+  done < <(find "${dir}" -mindepth 1 -maxdepth 1 -type l -exec readlink -m -- {} + 2>/dev/null \
+           | sed 's|/[^/]*$||' | sort -u)
 }
 
 main() {
@@ -158,6 +232,8 @@ main() {
     slurm_bin="/opt/slurm/bin"
     if command -v squeue >/dev/null 2>&1; then slurm_bin="$(dirname "$(command -v squeue)")"; fi
   fi
+  [[ "${slurm_bin}" == /* && "${slurm_bin}" =~ ^[A-Za-z0-9/._+-]+$ ]] || die "--slurm-bin: '${slurm_bin}' is not an absolute path of letters, digits and /._+-"
+  check_slurm_bin "${slurm_bin}"
   local conf="${PREFIX}/etc/hpcflow/spot-watch.env" unit_dir="${PREFIX}/etc/systemd/system"
   local target="${unit_dir}/${UNIT}" want_env want_unit
   want_env="$(printf 'HPCFLOW_SPOT_ENDPOINT=%s\nHPCFLOW_SPOT_INTERVAL_S=%s\n' "${endpoint}" "${interval}")"

@@ -42,9 +42,9 @@ COLUMNS = ["job", "name", "state", "attempts", "restarts", "elapsed", "exit", "e
 @click.option("--follow", "-f", is_flag=True,
               help="Follow the job's log until it finishes; exit 1 unless it COMPLETED.")
 @click.option("--allow-shared-dir", is_flag=True,
-              help="Accept a run_dir or checkpoint.dir that others own or can write (a shared "
-              "project folder). Risk: whoever can write there can plant a checkpoint that runs "
-              "code as you when it is loaded.")
+              help="Accept a run_dir, checkpoint.dir or program.workdir that others own or can "
+              "write (a shared project folder). Risk: whoever can write there can act as you "
+              "(plant a checkpoint, a module, or the job's state; docs/job-spec.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handles_errors
 def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,

@@ -23,6 +23,9 @@ _OPTIONS = [
     click.option("--code", is_flag=True,
                  help="With --host submit: also send the spec's git repository as committed "
                       "(git archive HEAD); the spec keeps its place in it."),
+    click.option("--code-with-secret-files", is_flag=True,
+                 help="With --code: also send committed files named like credentials files "
+                      "(.env, *.pem, secrets.yaml...), which --code refuses by default."),
     click.option("--remote-hpcflow", default="hpcflow", show_default=True,
                  envvar="HPCFLOW_REMOTE_HPCFLOW", metavar="COMMAND",
                  help="With --host: the command that runs hpcflow on the head node [env "
@@ -56,6 +59,8 @@ def check_remote_options(remote: dict[str, Any]) -> None:
     if remote.get("host"):
         return
     given = [name for name, value in (("--code", remote.get("code")),
+                                      ("--code-with-secret-files",
+                                       remote.get("code_with_secret_files")),
                                       ("--identity", remote.get("identity")),
                                       ("--known-hosts", remote.get("known_hosts")),
                                       ("--accept-new-host-keys", remote.get("accept_new_host_keys")))
@@ -117,8 +122,11 @@ class RemoteCommand(click.Command):
         o = ctx.find_root().obj["remote"]
         if o["code"] and self.name != "submit":
             raise click.UsageError("--code goes with submit only")
+        if o["code_with_secret_files"] and not o["code"]:
+            raise click.UsageError("--code-with-secret-files goes with --code only")
         opts = RemoteOptions(parse_host(o["host"]), o["remote_hpcflow"], o["remote_dir"],
-                             o["identity"], o["known_hosts"], o["accept_new_host_keys"], o["code"])
+                             o["identity"], o["known_hosts"], o["accept_new_host_keys"], o["code"],
+                             o["code_with_secret_files"])
         index = positional_index(self.inner, raw) if self.name == "submit" else None
         return run_remote(opts, self.name, raw, spec_index=index,
                           note=lambda line: click.echo(line, err=True))

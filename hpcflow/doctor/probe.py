@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +23,11 @@ class Output:
 class Probe:
     """Read-only access to the node. Every method returns None when the thing is absent."""
 
-    def __init__(self, env: dict[str, str] | None = None, timeout_s: float = 15.0) -> None:
+    def __init__(self, env: dict[str, str] | None = None, timeout_s: float = 15.0,
+                 imds_endpoint: str | None = None) -> None:
         self.env = dict(os.environ if env is None else env)
         self.timeout_s = timeout_s
+        self.imds_endpoint = imds_endpoint
 
     def run(self, argv: list[str]) -> Output | None:
         """Run a command; None when it is not installed. A hang past the timeout is exit 124."""
@@ -78,16 +79,16 @@ class Probe:
         return None
 
     def instance_type(self) -> str | None:
-        """The EC2 instance type from the instance metadata service (IMDSv2), or None."""
-        base = "http://169.254.169.254/latest"
+        """The EC2 instance type from the instance metadata service (IMDSv2), or None. Asked
+        directly, never through ``http_proxy``/``HTTPS_PROXY``, as the spot watcher asks
+        (:class:`hpcflow.aws.imds.ImdsClient`): a proxy would see the token and could answer
+        for the metadata service."""
+        from hpcflow.aws.imds import DEFAULT_ENDPOINT, ImdsClient, ImdsError
+
+        client = ImdsClient(self.imds_endpoint or DEFAULT_ENDPOINT, timeout_s=1.0,
+                            token_ttl_s=60, refresh_margin_s=1.0)
         try:
-            req = urllib.request.Request(f"{base}/api/token", method="PUT",
-                                         headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"})
-            with urllib.request.urlopen(req, timeout=1) as resp:  # noqa: S310 - fixed URL
-                token = resp.read().decode()
-            req = urllib.request.Request(f"{base}/meta-data/instance-type",
-                                         headers={"X-aws-ec2-metadata-token": token})
-            with urllib.request.urlopen(req, timeout=1) as resp:  # noqa: S310 - fixed URL
-                return resp.read().decode().strip() or None
-        except (OSError, ValueError):
+            status, body = client.get("/latest/meta-data/instance-type")
+        except ImdsError:
             return None
+        return (body.strip() or None) if status == 200 else None

@@ -48,6 +48,28 @@ def hpcflow_home() -> Path:
     return Path(base) / "hpcflow"
 
 
+#: What the state folder's checks say about whoever else could write it.
+HOME_RISK = ("whoever can write there can change hpcflow's job index and the SSH host keys it "
+             "pinned (set HPCFLOW_HOME to another folder)")
+
+
+def private_home(*, create: bool = True) -> Path:
+    """:func:`hpcflow_home`, absolute, made 0700 one level at a time (each missing level) and
+    checked: the user's, not writable by others nor by a group other than the user's private
+    one, nor any folder above it (:func:`hpcflow.jobs.trust.make_private_dirs`); then mode
+    0700. ``create=False``: a missing folder is left missing (a reader has nothing to read).
+
+    Raises:
+        SubmitError: the folder, or one above it, is not safe or cannot be made.
+    """
+    from hpcflow.jobs.trust import make_private_dirs
+
+    home = Path(os.path.abspath(hpcflow_home().expanduser()))
+    if create or os.path.lexists(home):
+        make_private_dirs("hpcflow's state folder", home, state=False, risk=HOME_RISK)
+    return home
+
+
 @dataclass(frozen=True)
 class JobRecord:
     """One submission, as the per-user index keeps it.
@@ -147,7 +169,7 @@ def record_submission(record: JobRecord, script_text: str, spec_text: str) -> No
     """Keep the submission in the run directory and in the per-user index."""
     run_dir = Path(record.run_dir)
     append_jsonl(run_dir / SUBMISSIONS_FILE, {**asdict(record), "script": SCRIPT_FILE})
-    append_jsonl(hpcflow_home() / "jobs.jsonl", asdict(record))
+    append_jsonl(private_home() / "jobs.jsonl", asdict(record))
 
 
 def write_run_files(run_dir: Path, spec_text: str, script_text: str, *,
@@ -233,11 +255,11 @@ def check_index_writable() -> Path:
     """Make sure the per-user index can be appended to, before anything is submitted.
 
     Raises:
-        OSError: the folder cannot be created or the index cannot be opened for appending
-            (also when it is a symlink, a FIFO or not a regular file).
+        OSError: the index cannot be opened for appending (also when it is a symlink, a FIFO
+            or not a regular file).
+        SubmitError: the state folder is not safe or cannot be made (:func:`private_home`).
     """
-    path = hpcflow_home() / "jobs.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = private_home() / "jobs.jsonl"
     os.close(open_append(path))
     return path
 
@@ -246,7 +268,7 @@ def known_jobs() -> list[JobRecord]:
     """Every submission in the per-user index, oldest first (a job id listed twice keeps its
     newest record)."""
     by_id: dict[str, JobRecord] = {}
-    index = hpcflow_home() / "jobs.jsonl"
+    index = private_home(create=False) / "jobs.jsonl"
     for number, row in read_jsonl_lines(index):
         try:
             rec = JobRecord(str(row["job_id"]), str(row["name"]), str(row["run_dir"]),

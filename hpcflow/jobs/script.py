@@ -9,10 +9,12 @@ from hpcflow.slurm.render import render_sbatch
 from hpcflow.spec.job import JobSpec
 
 
-def job_script(spec: JobSpec, *, python: str | None = None, array: str | None = None) -> str:
+def job_script(spec: JobSpec, *, python: str | None = None, array: str | None = None,
+               allow_shared_dir: bool = False) -> str:
     """The batch script text for ``spec`` (arguments as :func:`render_sbatch`'s).
 
     Raises:
         jinja2.UndefinedError, FileNotFoundError: as :func:`render_sbatch`.
     """
-    return render_sbatch(spec, python=python, array=array, network=network_exports(spec))
+    return render_sbatch(spec, python=python, array=array, network=network_exports(spec),
+                         allow_shared_dir=allow_shared_dir)

@@ -28,7 +28,6 @@ from hpcflow.jobs.fit import fit_warning
 from hpcflow.jobs.runnable import program_verdict
 from hpcflow.jobs.script import job_script
 from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
-from hpcflow.protocol import state_dir
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.spec.envvalues import shown_env
 from hpcflow.spec.job import JobSpec, load_job_spec
@@ -79,12 +78,11 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
 
     Nothing is written before the spec validates, the script renders and the run directory
     passes :func:`check_run_dir` and the ownership checks of :mod:`hpcflow.jobs.trust` (the
-    run directory, the checkpoint folder and their existing parents: skipped with
-    ``allow_shared_dir``, which also leaves the mode of an existing run directory alone; a
-    symlinked ``.hpcflow`` or ledger is refused whatever it says). A dry run checks them too.
-    Then the spec and the script go into
-    the run directory, ``sbatch`` submits the script, and the job id is recorded in
-    ``submissions.jsonl`` and in the per-user index.
+    run directory, the checkpoint folder, ``program.workdir`` and their existing parents:
+    skipped with ``allow_shared_dir``, which also leaves the mode of an existing run directory
+    alone; a symlinked ``.hpcflow`` or ledger is refused whatever it says). A dry run checks
+    them too. Then the spec and the script go into the run directory, ``sbatch`` submits the
+    script, and the job id is recorded in ``submissions.jsonl`` and in the per-user index.
 
     Raises:
         SpecError: the spec or an override is invalid, or its layout fits no GPU of the
@@ -101,12 +99,14 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     if program.level == "error":
         raise SubmitError(program.message)
     warnings = tuple(w for w in [fit_warning(spec), program.message] if w)
-    script = job_script(spec, python=python or sys.executable)
+    script = job_script(spec, python=python or sys.executable, allow_shared_dir=allow_shared_dir)
     run_dir = Path(spec.run_dir)
     check_run_dir(run_dir)
     if not allow_shared_dir:
         trust.check_trusted_dir("run_dir", run_dir)
         trust.check_trusted_dir("checkpoint.dir", Path(spec.checkpoint_dir))
+        if spec.program.workdir is not None:  # the ranks (and a warm standby) import from it
+            trust.check_trusted_dir("program.workdir", Path(spec.program.workdir))
     trust.check_state_files(run_dir)
     if dry_run:
         return SubmitResult(None, run_dir, script, None, name=spec.name, env=shown_env(spec.env),
@@ -119,7 +119,8 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
                           ) from None
     _check_run_dir_free(run_dir, client)
     previous = records.read_run_files(run_dir)
-    created = records.missing_dirs(state_dir(run_dir))
+    # Each level made 0700 and judged as it is reached: nothing checked above can be swapped.
+    created = trust.make_private_dirs("run_dir", run_dir, allow_shared_dir=allow_shared_dir)
     try:
         script_path = records.write_run_files(run_dir, resolved := spec_yaml(spec), script,
                                               keep_mode=allow_shared_dir)

@@ -11,13 +11,14 @@ writable by group (other than the user's private group) or others unless its sti
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 
 from hpcflow.errors import SubmitError
-from hpcflow.jobs.records import SCRIPT_FILE, SPEC_FILE, SUBMISSIONS_FILE
-from hpcflow.protocol import LEDGER_FILE, state_dir
+from hpcflow.jobs.records import DIR_MODE, SCRIPT_FILE, SPEC_FILE, SUBMISSIONS_FILE
+from hpcflow.protocol import LEDGER_FILE, STATE_DIR, state_dir
 
 #: What the override flag's help and the errors say about the risk.
 SHARED_DIR_RISK = ("whoever can write there can plant a checkpoint, which runs code as you when "
@@ -59,6 +60,12 @@ def folder_problem(path: Path, *, own: bool, uid: int) -> str | None:
         if info.st_uid not in owners:
             return f"it is a symlink owned by uid {info.st_uid}, not by you (uid {uid})"
         info = os.stat(path)  # a symlinked run_dir is the folder it names; judge that one too
+    return stat_problem(info, own=own, uid=uid)
+
+
+def stat_problem(info: os.stat_result, *, own: bool, uid: int) -> str | None:
+    """:func:`folder_problem` of a folder already looked at (``fstat`` of an open folder)."""
+    owners = {uid} if own else {uid, 0}
     if info.st_uid not in owners:
         return f"it is owned by uid {info.st_uid}, not by you (uid {uid})"
     writers = info.st_mode & stat.S_IWOTH
@@ -71,7 +78,8 @@ def folder_problem(path: Path, *, own: bool, uid: int) -> str | None:
     return None
 
 
-def check_trusted_dir(field: str, target: Path, *, uid: int | None = None) -> None:
+def check_trusted_dir(field: str, target: Path, *, uid: int | None = None,
+                      override: str | None = "--allow-shared-dir") -> None:
     """Refuse ``target`` (``run_dir`` or ``checkpoint.dir``) when it, or a parent of it that
     exists, is not safe (:func:`folder_problem`).
 
@@ -79,10 +87,12 @@ def check_trusted_dir(field: str, target: Path, *, uid: int | None = None) -> No
         field: the spec field, for the message.
         target: the absolute folder.
         uid: the user's uid; default ``os.getuid()``.
+        override: the flag that accepts such a folder, named in the message (None: there is
+            none, as for ``hpcflow.launch.Executor``'s folder).
 
     Raises:
         SubmitError: naming the field, the folder and why; the fix is another folder or
-            ``--allow-shared-dir``.
+            ``override``.
     """
     uid = os.getuid() if uid is None else uid
     path = target
@@ -96,10 +106,10 @@ def check_trusted_dir(field: str, target: Path, *, uid: int | None = None) -> No
             problem = None  # what cannot be looked at is refused by check_run_dir's own checks
         if problem:
             where = "" if path == target else f" (its parent {str(path)!r})"
-            raise SubmitError(
-                f"{field}: {str(target)!r}{where}: {problem}; {SHARED_DIR_RISK}. Use a folder "
-                "only you can write, or pass --allow-shared-dir if you trust everyone who can "
-                "write there")
+            allow = f", or pass {override} if you trust everyone who can write there" \
+                if override else ""
+            raise SubmitError(f"{field}: {str(target)!r}{where}: {problem}; {SHARED_DIR_RISK}. "
+                              f"Use a folder only you can write{allow}")
         if path.parent == path:
             return
         path, own = path.parent, False
@@ -139,3 +149,176 @@ def check_state_files(run_dir: Path, *, uid: int | None = None) -> None:
             raise SubmitError(f"run_dir: {str(path)!r} is {what}; hpcflow writes its state there "
                               "and refuses one it does not own outright. Remove it, or choose "
                               "another run_dir")
+
+
+def make_private_dirs(field: str, target: Path, *, allow_shared_dir: bool = False,
+                      state: bool = True, uid: int | None = None,
+                      risk: str = SHARED_DIR_RISK) -> list[Path]:
+    """Create ``target`` (and, with ``state``, its ``.hpcflow/``) one level at a time, each
+    new folder mode :data:`~hpcflow.jobs.records.DIR_MODE` (0700) whatever the umask, judging
+    every level as it is reached, so that nothing checked earlier can be swapped in between.
+
+    From ``/`` down, each level is opened relative to the one above (``openat``, ``O_PATH``: a
+    folder one may only pass through will do): a missing one is made with ``mkdirat(0700)``;
+    each is opened with ``O_NOFOLLOW`` and judged by ``fstat``, the folder itself and not its
+    name. A folder it made must be the user's (someone who made it first is caught here); an
+    existing one must pass :func:`stat_problem` (skipped with ``allow_shared_dir``); a symlink
+    on the way (``/home`` -> ``/export/home``) is followed only when the user or root owns it.
+    The folders it made and ``target`` are then ``fchmod``-ed to 0700 (an existing ``target``
+    keeps its mode with ``allow_shared_dir``), and so is ``.hpcflow/``, which must be the
+    user's, never a symlink nor writable by others, whatever ``allow_shared_dir`` says.
+
+    Args:
+        field: the spec field (or argument) for the message.
+        target: the absolute folder.
+        allow_shared_dir: existing levels above ``.hpcflow/`` are not judged
+            (``--allow-shared-dir``).
+        state: also make ``target/.hpcflow``.
+        uid: the user's uid; default ``os.getuid()``.
+        risk: what the message says whoever can write there could do.
+
+    Returns:
+        The folders it created, deepest first (what an undo removes).
+
+    Raises:
+        SubmitError: a level is not a folder, cannot be made or opened, or is not safe
+            (naming the field, the folder and why).
+    """
+    uid = os.getuid() if uid is None else uid
+    created: list[Path] = []
+    names = [*target.parts[1:], *([STATE_DIR] if state else [])]
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    path = Path("/")
+    try:
+        for depth, name in enumerate(names):
+            path = path / name
+            level = _Level(last=depth == len(target.parts) - 2,
+                           inner=depth == len(target.parts) - 1)
+            try:
+                child = _open_level(fd, name, level, uid=uid, allow_shared_dir=allow_shared_dir)
+            except _Unsafe as exc:
+                raise _refused(field, target, path, str(exc), risk) from None
+            except OSError as exc:
+                raise _refused(field, target, path, _os_problem(exc), risk) from None
+            if level.made:
+                created.insert(0, path)
+            parent, fd = fd, child
+            try:
+                problem = _level_problem(os.fstat(fd), level, uid=uid,
+                                         allow_shared_dir=allow_shared_dir)
+                if problem:
+                    raise _refused(field, target, path, problem, risk)
+                if level.made or level.inner or (level.last and not allow_shared_dir):
+                    _chmod_private(parent, name, os.fstat(fd), level.follow)
+            except OSError as exc:
+                raise _refused(field, target, path, _os_problem(exc), risk) from None
+            finally:
+                os.close(parent)
+    except BaseException:
+        for folder in created:  # deepest first; one someone else filled is kept
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise
+    finally:
+        os.close(fd)
+    return created
+
+
+class _Unsafe(Exception):
+    """A level refused before it is opened."""
+
+
+class _Level:
+    """One level of :func:`make_private_dirs`' walk: where it is, and what was found."""
+
+    def __init__(self, *, last: bool, inner: bool) -> None:
+        self.last, self.inner = last, inner
+        self.made = self.follow = False
+
+
+_PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _open_level(fd: int, name: str, level: _Level, *, uid: int, allow_shared_dir: bool) -> int:
+    """Make ``name`` under ``fd`` if it is missing (``level.made``), and open it."""
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        try:
+            os.mkdir(name, DIR_MODE, dir_fd=fd)
+            level.made = True
+        except FileExistsError:
+            pass  # made by someone else just now: judged below as an existing folder
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    level.follow = stat.S_ISLNK(info.st_mode) and not level.inner and not level.made
+    if level.follow and info.st_uid not in {uid, 0} and not allow_shared_dir:
+        raise _Unsafe(f"it is a symlink owned by uid {info.st_uid}, not by you (uid {uid})")
+    if stat.S_ISLNK(info.st_mode) and not level.follow:
+        raise _Unsafe("it is a symlink (not followed)")
+    return os.open(name, _PATH_FLAGS if level.follow else _PATH_FLAGS | os.O_NOFOLLOW,
+                   dir_fd=fd)
+
+
+def _level_problem(info: os.stat_result, level: _Level, *, uid: int,
+                   allow_shared_dir: bool) -> str | None:
+    """Why an opened level is refused, or None."""
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a folder"
+    if level.made or level.inner:
+        # Made here: it must be the one made. .hpcflow/: the user's, not writable by others
+        # (one its group can write, left by umask 002, is made 0700 next).
+        if info.st_uid != uid:
+            return f"it is owned by uid {info.st_uid}, not by you (uid {uid})"
+        if level.inner and info.st_mode & stat.S_IWOTH:
+            return f"it is writable by others (mode {stat.S_IMODE(info.st_mode):04o})"
+        return None
+    if allow_shared_dir:
+        return None
+    return stat_problem(info, own=level.last, uid=uid)
+
+
+def _chmod_private(parent: int, name: str, seen: os.stat_result, follow: bool) -> None:
+    """``fchmod(0700)`` the folder ``name`` under ``parent`` that was judged (``seen``): it is
+    opened again for reading (``fchmod`` needs more than ``O_PATH``), and changed only when it
+    is the same folder."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(name, flags, dir_fd=parent)
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != (seen.st_dev, seen.st_ino):
+            raise OSError(errno.ESTALE, "it was replaced while hpcflow made it private")
+        os.fchmod(fd, DIR_MODE)
+    finally:
+        os.close(fd)
+
+
+def _os_problem(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "it is a symlink (not followed)"
+    if exc.errno == errno.ENOTDIR:
+        return "it is not a folder"
+    return f"cannot create or open it ({exc.strerror or exc})"
+
+
+def _refused(field: str, target: Path, path: Path, problem: str, risk: str) -> SubmitError:
+    where = "" if path == target else f" ({str(path)!r})"
+    return SubmitError(f"{field}: {str(target)!r}{where}: {problem}; {risk}. Use a folder only "
+                       "you can write")
+
+
+def check_attempt_dirs(run_dir: Path, checkpoint_dir: Path, *, allow_shared_dir: bool,
+                       uid: int | None = None) -> None:
+    """``submit``'s checks again, at the start of every attempt (the supervisor): the run
+    directory and checkpoint folder (:func:`check_trusted_dir`, unless ``allow_shared_dir``)
+    and the state files (:func:`check_state_files`). A folder swapped after submit (a group
+    member under umask 002, a parent made in between) is refused before any step runs there.
+
+    Raises:
+        SubmitError: naming the field, the folder and why.
+    """
+    if not allow_shared_dir:
+        check_trusted_dir("run_dir", run_dir, uid=uid)
+        check_trusted_dir("checkpoint.dir", checkpoint_dir, uid=uid)
+    check_state_files(run_dir, uid=uid)

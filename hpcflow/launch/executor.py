@@ -5,17 +5,27 @@ script around submitit's payload runner), submitit's ``LocalExecutor`` otherwise
 script, no requeue: a laptop smoke test of the same code). Parameters are the job spec's fields
 or submitit's names for them (:mod:`hpcflow.launch.params`); every submission is checked by the
 JobSpec model and for pickling before anything is written or submitted.
+
+The folder holds the pickled calls (their arguments) and the pickled results, which
+``job.result()`` unpickles: it gets ``hpcflow submit``'s checks for a run directory
+(:mod:`hpcflow.jobs.trust`) before anything is written or read there, is made 0700 one level
+at a time, and every submission runs under umask 077, so the pickles, the submission files and
+the job's own files (Slurm gives the job the submitting umask) are the user's alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from submitit.core import core, utils
 
 from hpcflow.errors import SpecError
+from hpcflow.jobs import trust
 from hpcflow.launch.params import default_name, fields_of_spec, normalize
 from hpcflow.launch.pickling import check_picklable
 from hpcflow.launch.task import TaskCall
@@ -42,6 +52,9 @@ class Executor(core.Executor):
 
     Raises:
         SpecError: an unknown parameter or an invalid value (field, value, what is allowed).
+        SubmitError: ``folder``, or an existing folder above it, is owned by another user or
+            writable by others (:func:`hpcflow.jobs.trust.check_trusted_dir`), or cannot be
+            made.
         ValueError: an unknown ``cluster``.
         RuntimeError: ``cluster="slurm"`` where ``srun`` is not on PATH (submitit's check).
     """
@@ -49,6 +62,7 @@ class Executor(core.Executor):
     def __init__(self, folder: str | Path, spec: JobSpec | None = None,
                  cluster: str | None = None, **params: Any) -> None:
         self.cluster = cluster or ("slurm" if shutil.which("sbatch") else "local")
+        folder = private_folder(folder)
         self.fields: dict[str, Any] = fields_of_spec(spec) if spec is not None else {}
         if self.cluster == "slurm":
             from hpcflow.launch.slurm import SlurmBackend
@@ -91,10 +105,41 @@ class Executor(core.Executor):
                 call = utils.DelayedSubmission(TaskCall(d.function, env), *d.args, **d.kwargs)
                 check_picklable(call, d.function)
                 wrapped.append(call)
-            return self._executor._internal_process_submissions(wrapped)
+            private_folder(self.folder)  # again: it may have changed since the last one
+            with private_umask():
+                return self._executor._internal_process_submissions(wrapped)
         finally:
             if not name_given:
                 del self.fields["name"]
+
+
+def private_folder(folder: str | Path) -> Path:
+    """``folder`` as an absolute path, checked and made as ``hpcflow submit`` does a run
+    directory (:func:`hpcflow.jobs.trust.check_trusted_dir`, then
+    :func:`hpcflow.jobs.trust.make_private_dirs`: 0700). A folder of submitit's ``%j`` form is
+    checked and made up to its first ``%`` part (submitit makes the rest, under umask 077).
+
+    Raises:
+        SubmitError: the folder, or one above it, is not safe or cannot be made.
+    """
+    path = Path(folder).expanduser().absolute()
+    fixed = Path(*(path.parts[:next((i for i, part in enumerate(path.parts) if "%" in part),
+                                     len(path.parts))]))
+    trust.check_trusted_dir("folder", fixed, override=None)
+    trust.make_private_dirs("folder", fixed, state=False)
+    return path
+
+
+@contextlib.contextmanager
+def private_umask() -> Iterator[None]:
+    """umask 077 while submitit writes the call's pickles and submission files and runs sbatch
+    (the job takes the submitting umask, sbatch(1) ``SLURM_UMASK``). The umask is the process's:
+    a file another thread creates meanwhile is private too, never more open."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def _check_fields(fields: dict[str, Any]) -> None:

@@ -11,7 +11,8 @@ own array path builds a plain ``SlurmExecutor`` and would bypass the template).
 ``sacct`` (absent on clusters without accounting, where submitit's state stays ``UNKNOWN``):
 ``state`` and ``done()`` come from :func:`hpcflow.jobs.service.job_status` (squeue, scontrol, the
 ledger), so a requeued job is neither done nor failed; ``result()`` of a multi-task job is rank
-0's; ``stdout()``/``stderr()`` read the job log ``<run_dir>/<name>-<jobid>.out``.
+0's; ``stdout()``/``stderr()`` read the job log ``<run_dir>/<name>-<jobid>.out``. No result
+pickle is read from a folder another user owns or can write (:meth:`HpcflowJob._check_folder`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class HpcflowJob(submitit.SlurmJob):
         job may still be requeued and its next attempt replaces it."""
         if self._sub_jobs:
             return all(sub.done(force_check) for sub in self._sub_jobs)
+        self._check_folder()
         if force_check:
             _status_cache.pop(self.job_id, None)
         if self.paths.result_pickle.exists():
@@ -96,6 +98,23 @@ class HpcflowJob(submitit.SlurmJob):
                 cancelled, out of requeues).
         """
         return self.results()[0]
+
+    def _get_outcome_and_result(self) -> tuple[str, Any]:
+        """submitit's reading of the result pickle (for ``result()``, ``results()``,
+        ``exception()``), after :meth:`_check_folder`."""
+        self._check_folder()
+        return super()._get_outcome_and_result()
+
+    def _check_folder(self) -> None:
+        """Refuse to unpickle from a folder another user owns or can write, where a planted
+        result pickle would run their code as this user (:mod:`hpcflow.jobs.trust`).
+
+        Raises:
+            SubmitError: naming the folder and why.
+        """
+        from hpcflow.jobs.trust import check_trusted_dir
+
+        check_trusted_dir("folder", self.paths.folder, override=None)
 
     def _log_path(self) -> Path | None:
         rec = records.find_job(self.job_id)

@@ -10,7 +10,9 @@ the git repository the spec lives in.
   is the one on disk, uncommitted edits included; every other uncommitted change is left out
   and listed in a warning. ``.hpcflow-code.json`` in the run folder records the commit.
   Committed files with the well-known names of credentials files (``.env``, ``id_rsa``,
-  ``*.pem``..., :data:`SECRET_NAMES`) are sent too, and listed in a warning.
+  ``*.pem``, ``secrets.yaml``..., :data:`SECRET_NAMES`) are listed in :attr:`Bundle.secret_like`:
+  ``submit`` refuses to send them unless ``--code-with-secret-files`` says so
+  (:func:`hpcflow.remote.session.run_remote`).
 
 Both are one gzip tarball, built in memory (pure: no network).
 """
@@ -55,11 +57,17 @@ class Bundle:
 #: File names (glob patterns, matched against the last part of a path) of files that usually hold
 #: credentials: dotenv files (python-dotenv's ``.env``), OpenSSH's default private keys (ssh(1),
 #: FILES), the AWS CLI's ``credentials``, ``.netrc`` (curl(1) --netrc), ``.git-credentials``
-#: (git-credential-store(1)), ``.pypirc``, ``.npmrc``, PEM/PKCS#12 keys and Java key stores.
+#: (git-credential-store(1)), ``.pypirc``, ``.npmrc``, PEM/PKCS#12 keys and Java key stores,
+#: secrets files by name (``secrets.yaml``, ``secret.json``, ``.secrets``, ``*.secret``), Google
+#: client and service-account keys (``client_secret*.json``, ``credentials.json``), KeePass
+#: databases.
 SECRET_NAMES = (".env", ".env.*", "*.env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519",
                 "id_ecdsa_sk", "id_ed25519_sk", "credentials", ".netrc", "_netrc",
                 ".git-credentials", ".pypirc", ".npmrc", "*.pem", "*.key", "*.p12", "*.pfx",
-                "*.jks", "*.keystore", ".htpasswd")
+                "*.jks", "*.keystore", ".htpasswd", "secrets.yaml", "secrets.yml",
+                "secrets.json", "secrets.toml", "secrets.ini", "secret.yaml", "secret.yml",
+                "secret.json", ".secrets", "*.secret", "*.secrets", "credentials.json",
+                "client_secret*.json", "*service-account*.json", "*.kdbx")
 #: Names that match a pattern above but are templates by convention (no values in them).
 TEMPLATE_NAMES = (".env.example", ".env.sample", ".env.template", ".env.dist")
 

@@ -61,6 +61,8 @@ class RemoteOptions:
         known_hosts: the known_hosts file; None = ``~/.ssh/known_hosts``.
         accept_new_host_keys: trust an unknown head node on first use (saved to known_hosts).
         code: send a ``git archive`` snapshot of the spec's repository with ``submit``.
+        send_secret_files: with ``code``, send committed files named like credentials files
+            (:data:`hpcflow.remote.bundle.SECRET_NAMES`) too; without it they stop the upload.
     """
 
     host: Host
@@ -70,6 +72,7 @@ class RemoteOptions:
     known_hosts: str | None = None
     accept_new_host_keys: bool = False
     code: bool = False
+    send_secret_files: bool = False
 
 
 def hpcflow_words(remote_hpcflow: str) -> list[str]:
@@ -188,8 +191,9 @@ def run_remote(opts: RemoteOptions, command: str, args: Sequence[str], *,
         note: where hpcflow's own remarks go (warnings, the run folder), one line each.
 
     Raises:
-        SpecError: the spec cannot be read, ``--code`` cannot snapshot its repository, or
-            ``--remote-hpcflow`` is malformed (nothing sent).
+        SpecError: the spec cannot be read, ``--code`` cannot snapshot its repository, its
+            commit holds files named like credentials files and ``send_secret_files`` is not
+            set, or ``--remote-hpcflow`` is malformed (nothing sent).
         RemoteError: the connection failed (exit code 255), hpcflow does not run on the head
             node (127), or the upload failed (1).
     """
@@ -207,9 +211,14 @@ def run_remote(opts: RemoteOptions, command: str, args: Sequence[str], *,
         if bundle.secret_like:
             shown = ", ".join(bundle.secret_like[:10])
             more = f" and {len(bundle.secret_like) - 10} more" if len(bundle.secret_like) > 10 else ""
-            note(f"hpcflow: warning: --code sends committed files whose names are those of "
-                 f"credentials files: {shown}{more}; if they hold secrets, remove them from the "
-                 "commit (git rm --cached) or mark them export-ignore in .gitattributes")
+            if not opts.send_secret_files:
+                raise SpecError(
+                    f"--code: the commit holds files whose names are those of credentials "
+                    f"files: {shown}{more}; nothing was sent. Remove them from the commit (git "
+                    "rm --cached), mark them export-ignore in .gitattributes, or pass "
+                    "--code-with-secret-files to send them")
+            note(f"hpcflow: warning: --code-with-secret-files: sending committed files whose "
+                 f"names are those of credentials files: {shown}{more}")
     conn = open_connection(opts.host, identity=opts.identity, known_hosts=opts.known_hosts,
                            accept_new_host_keys=opts.accept_new_host_keys,
                            auth_hint="check the user in --host and --identity, or your SSH agent")

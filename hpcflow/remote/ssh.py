@@ -159,6 +159,12 @@ def open_connection(host: Host, *, identity: str | None = None, known_hosts: str
     # the file load_host_keys read), so a later change is refused.
     path = Path(known_hosts).expanduser() if known_hosts else DEFAULT_KNOWN_HOSTS.expanduser()
     own = accepted_keys_file()
+    try:
+        from hpcflow.jobs.records import private_home
+
+        private_home()  # the pinned keys' folder: made 0700, the user's alone, or refused
+    except HpcflowError as exc:
+        raise RemoteError(str(exc)) from None
     conn.client.set_missing_host_key_policy(AutoAddPolicy() if accept_new_host_keys
                                             else RejectPolicy())
     try:

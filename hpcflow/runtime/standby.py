@@ -17,6 +17,13 @@ FILE -- (-m MODULE | SCRIPT) ARGS...``:
    SCRIPT`` would (:mod:`runpy`: ``__name__ == "__main__"``, ``sys.argv``, ``sys.path[0]``);
    its exit status is the program's.
 
+Its ``sys.path`` is the program's own: the supervisor starts it with ``-P`` (Python >= 3.11:
+no working folder put first, so neither hpcflow nor the standard library can be taken from a
+module planted in the step's working folder), and it puts first what the program's start
+would (:func:`first_path`): the script's folder from the outset, or, for ``-m MODULE``, the
+working folder only at go, after torch and the listed modules came from where they are
+installed.
+
 Before go it never prints and calls itself ``hpcflow-standby`` (``ps``); it leaves quietly
 (status 0) on TERM (Slurm ending the job or a preemption) or on quit, so that an unused standby
 never writes to the job log or reads as a failed step. USR1 and USR2 are ignored before go (a
@@ -46,7 +53,7 @@ from typing import Any
 from hpcflow.fsutil import write_atomic
 from hpcflow.protocol import ENV_WARM_MODULES, ENV_WARM_T0
 
-__all__ = ["Go", "Program", "loaded_package_modules", "main", "mark_step", "parse_program",
+__all__ = ["Go", "Program", "first_path", "loaded_package_modules", "main", "mark_step", "parse_program",
            "preload", "preload_names", "read_go", "record_loaded_modules", "wait_for_go"]
 
 #: Seconds between two looks at the go file when no wake-up signal comes.
@@ -260,6 +267,21 @@ def mark_step(go_path: Path, environ: Mapping[str, str]) -> None:
         pass  # the standby then finds its go file at its next look, without the wake-up
 
 
+def first_path(program: Program, environ: Mapping[str, str] | None = None,
+               ignore_environment: bool | None = None) -> str | None:
+    """The folder the program's own interpreter would put first on ``sys.path``: the script's
+    folder (symlinks resolved) for ``python SCRIPT``, the working folder for ``python -m
+    MODULE``, none under ``PYTHONSAFEPATH`` (unless ``-E`` ignores the environment). Python's
+    "The initialization of the sys.path module search path" and ``-P`` (Python >= 3.11)."""
+    environ = os.environ if environ is None else environ
+    ignore = sys.flags.ignore_environment if ignore_environment is None else ignore_environment
+    if environ.get("PYTHONSAFEPATH") and not ignore:
+        return None
+    if program.script is not None:
+        return os.path.dirname(os.path.realpath(program.script))
+    return os.getcwd()
+
+
 def run_program(program: Program) -> None:
     """Run ``program`` as the interpreter would (``python -m`` / ``python SCRIPT``: ``sys.argv``
     as given, ``__file__`` absolute, since Python 3.9). An exception it does not catch is
@@ -293,7 +315,6 @@ def run_script(script: str, args: Sequence[str]) -> None:
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
     sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.realpath(script))
     exec(code, main.__dict__)  # noqa: S102 - the job's own program, as the interpreter runs it
 
 
@@ -340,6 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
     names = preload_names(listed, program)
+    first = first_path(program)
+    if program.script is not None and first is not None:
+        sys.path.insert(0, first)  # as ``python SCRIPT`` has it before the program's imports
     # A hand-over or a quit while it still imports: stop importing (the program imports the rest
     # itself), so that neither waits for the whole list.
     early: list[Go] = []
@@ -359,9 +383,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("SIGTERM", "SIGUSR1", "SIGUSR2"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [WAKE_SIGNAL])
+    if program.module is not None and first is not None:
+        sys.path.insert(0, first)  # ``python -m MODULE`` finds the module in its working folder
     run_program(program)
     return 0
 
 
 if __name__ == "__main__":
+    if not sys.flags.safe_path:  # started without -P: drop the working folder ``-m`` put first
+        del sys.path[0]
     sys.exit(main())

@@ -142,13 +142,21 @@ def parse_scontrol_record(line: str) -> dict[str, str]:
     A value that itself contains `` Word=`` (capitalised) would be split there: scontrol's
     one-line format has no quoting, so that case cannot be told apart.
     """
+    return dict(parse_scontrol_fields(line))
+
+
+def parse_scontrol_fields(line: str) -> list[tuple[str, str]]:
+    """Every ``(key, value)`` of one ``scontrol show <entity> -o`` line, in order, repeats
+    kept: a value the user chose (``JobName``, ``Comment``, ``WorkDir``) that holds
+    `` UserId=...`` shows up as a second ``UserId`` here, which a caller that must trust the
+    field can refuse (:func:`parse_scontrol_record` keeps the last)."""
     text = line.rstrip("\n")
     starts = list(_FIELD_START_RE.finditer(text))
-    record: dict[str, str] = {}
+    fields: list[tuple[str, str]] = []
     for i, m in enumerate(starts):
         end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
-        record[m.group(1)] = text[m.end() : end].rstrip(" ")
-    return record
+        fields.append((m.group(1), text[m.end() : end].rstrip(" ")))
+    return fields
 
 
 def parse_scontrol_show_job(text: str) -> list[dict[str, str]]:

@@ -198,7 +198,8 @@ def step_env(spec: JobSpec) -> dict[str, str]:
     return env
 
 
-def supervisor_config(spec: JobSpec, *, python: str | None = None) -> str:
+def supervisor_config(spec: JobSpec, *, python: str | None = None,
+                      allow_shared_dir: bool = False) -> str:
     """What :mod:`hpcflow.supervisor` needs to run an attempt, as JSON (one member a line,
     sorted): the job's limits (read by ``hpcflow.supervisor.rules.Limits``), the step's command
     (srun's options, torchrun's, the program's words), the ranks' environment, the watchdog's,
@@ -209,6 +210,9 @@ def supervisor_config(spec: JobSpec, *, python: str | None = None) -> str:
         spec: the job spec.
         python: the interpreter that runs hpcflow (the supervisor, the watchdog, the mirror);
             default :data:`sys.executable`.
+        allow_shared_dir: the job was submitted with ``--allow-shared-dir``: the supervisor's
+            check at each attempt's start leaves the run directory's owner and mode alone
+            (``"allow_shared_dir": true``, a member only such a job has).
     """
     res = spec.resilience
     hpcflow_python = python or sys.executable
@@ -247,6 +251,8 @@ def supervisor_config(spec: JobSpec, *, python: str | None = None) -> str:
     if res is not None:
         cfg.update(max_in_job_restarts=res.max_in_job_restarts, max_failures=res.max_failures,
                    exclude_after=res.exclude_after_failures)
+    if allow_shared_dir:
+        cfg["allow_shared_dir"] = True
     return json.dumps(cfg, indent=1, sort_keys=True)
 
 
@@ -265,7 +271,7 @@ def _environment() -> jinja2.Environment:
 
 
 def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None = None,
-                  network: NetworkExports | None = None) -> str:
+                  network: NetworkExports | None = None, allow_shared_dir: bool = False) -> str:
     """Render the batch script for ``spec``.
 
     Args:
@@ -278,6 +284,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         network: the ``network`` block's exports (:func:`hpcflow.nccl.exports.network_exports`;
             :func:`hpcflow.jobs.script.job_script` passes them); required when the spec has
             the block.
+        allow_shared_dir: as for :func:`supervisor_config`.
 
     Returns:
         The script text, ending in a newline.
@@ -320,6 +327,7 @@ def render_sbatch(spec: JobSpec, *, python: str | None = None, array: str | None
         "reasons": _REASONS,
         "state_dir": protocol.STATE_DIR,
         "ledger_file": protocol.LEDGER_FILE,
-        "supervisor_config": supervisor_config(spec, python=python),
+        "supervisor_config": supervisor_config(spec, python=python,
+                                               allow_shared_dir=allow_shared_dir),
     }
     return _environment().get_template(TEMPLATE).render(**context)

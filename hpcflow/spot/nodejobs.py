@@ -8,6 +8,14 @@ directory (``HPCFLOW_RUN_DIR``) and names the warning signal (``HPCFLOW_PREEMPT_
 spec's ``preemption.signal``); a job whose script has neither is not an hpcflow job and is left
 alone. The signal goes to the batch shell only, as Slurm's own ``--signal=B:`` warning does
 (``scancel --signal=SIG --batch``, scancel(1)).
+
+The job's owner, whose uid and gid the watcher drops to before it touches the run directory,
+comes from ``squeue --jobs=ID --format="%U %G"``: two numbers (squeue(1), "%U User ID", "%G
+Group ID") that no text the user chose can reach. ``scontrol show job -o`` has no quoting, and
+its ``JobName``, ``Comment``, ``WorkDir`` and ``StdOut`` are the user's own text: one that holds
+`` UserId=v(1)`` prints a second ``UserId``. A record with ``UserId`` or ``GroupId`` other than
+exactly once, or one that disagrees with squeue, leaves the run directory alone (the signal
+still goes).
 """
 
 from __future__ import annotations
@@ -20,11 +28,14 @@ from pathlib import Path
 from hpcflow.errors import SlurmQueryError
 from hpcflow.protocol import ENV_PREEMPT_SIGNAL, ENV_RUN_DIR
 from hpcflow.slurm.client import Runner, SlurmClient, run_command
+from hpcflow.slurm.parse import parse_scontrol_fields, pick_job_record
 
 #: Signals hpcflow's batch script can trap as its warning (the spec's ``preemption.signal``).
 SIGNALS = ("USR1", "USR2")
 #: ``UserId``/``GroupId`` as ``scontrol show job`` prints them: ``name(number)``, or a bare number.
 _ID_RE = re.compile(r"[^()\s]*\((\d+)\)|(\d+)")
+#: ``squeue --format="%U %G"``: the job's uid and gid, two decimal numbers.
+_OWNER_RE = re.compile(r"(\d+) (\d+)")
 
 
 @dataclass(frozen=True)
@@ -36,9 +47,10 @@ class NodeJob:
         run_dir: its run directory (the state folder and ledger live under it).
         signal: the warning signal its batch script traps (``USR1`` or ``USR2``).
         restart: ``Restarts`` from ``scontrol show job`` (the attempt's ``SLURM_RESTART_COUNT``).
-        uid: the job's owner, the number in ``UserId=name(uid)`` of ``scontrol show job``
-            (None when Slurm did not say: then nothing in its run directory is touched).
-        gid: the job's group, from ``GroupId=name(gid)``.
+        uid: the job's owner, squeue's ``%U`` (None when Slurm's answers did not name one
+            owner: then nothing in its run directory is touched).
+        gid: the job's group, squeue's ``%G``.
+        owner_error: why ``uid``/``gid`` are None ("" when they are set).
     """
 
     job_id: str
@@ -47,6 +59,7 @@ class NodeJob:
     restart: int
     uid: int | None = None
     gid: int | None = None
+    owner_error: str = ""
 
 
 def parse_id(value: str | None) -> int | None:
@@ -131,10 +144,46 @@ class NodeJobs:
         parsed = parse_batch_script(self._run(["scontrol", "write", "batch_script", job_id, "-"]))
         if parsed is None:
             return None
-        record = self._client.show_job(job_id) or {}
+        fields = self._show_job(job_id)
+        record = dict(fields)
         restarts = record.get("Restarts", "0")
+        uid, gid, error = self._owner(job_id, fields)
         return NodeJob(job_id, parsed[0], parsed[1], int(restarts) if restarts.isdigit() else 0,
-                       parse_id(record.get("UserId")), parse_id(record.get("GroupId")))
+                       uid, gid, error)
+
+    def _show_job(self, job_id: str) -> list[tuple[str, str]]:
+        """Every field of the job's ``scontrol show job -o`` record, repeats kept ([] when
+        Slurm has no record of that job)."""
+        text = self._run(["scontrol", "show", "job", "-o", job_id])
+        lines = [parse_scontrol_fields(line) for line in text.splitlines() if "=" in line]
+        records = [dict(fields) for fields in lines]
+        picked = pick_job_record(records, job_id)
+        return next((f for f, r in zip(lines, records, strict=True) if r is picked), [])
+
+    def _owner(self, job_id: str,
+               fields: list[tuple[str, str]]) -> tuple[int | None, int | None, str]:
+        """``(uid, gid, "")`` from squeue's numeric ``%U %G``, checked against the one
+        ``UserId``/``GroupId`` of scontrol's record; ``(None, None, why)`` otherwise."""
+        users = [v for k, v in fields if k == "UserId"]
+        groups = [v for k, v in fields if k == "GroupId"]
+        if not users or not groups:
+            return None, None, "scontrol show job names no UserId/GroupId"
+        if len(users) > 1 or len(groups) > 1:
+            return None, None, (f"scontrol show job prints UserId {len(users)} times and GroupId "
+                                f"{len(groups)} times (a job name, comment or path the user chose "
+                                "holds 'UserId='/'GroupId=')")
+        try:
+            out = self._run(["squeue", "--noheader", f"--jobs={job_id}", "--format=%U %G"])
+        except SlurmQueryError as exc:
+            return None, None, f"squeue cannot name the job's owner ({exc})"
+        match = _OWNER_RE.fullmatch(out.strip())
+        if match is None:
+            return None, None, f"squeue printed {out.strip()[:80]!r}, not the job's uid and gid"
+        uid, gid = int(match.group(1)), int(match.group(2))
+        if (parse_id(users[0]), parse_id(groups[0])) != (uid, gid):
+            return None, None, (f"squeue names uid {uid} gid {gid}, scontrol show job "
+                                f"UserId={users[0]} GroupId={groups[0]}")
+        return uid, gid, ""
 
     def warn(self, job: NodeJob) -> None:
         """Send the job's warning signal to its batch shell (``scancel --signal=SIG --batch``).

@@ -210,7 +210,7 @@ class SpotWatcher:
         for job in jobs:
             if job.uid is None or job.gid is None:
                 outcomes[job.job_id] = jobfiles.Outcome(
-                    False, error="scontrol show job names no UserId/GroupId: run directory "
+                    False, error=f"{job.owner_error or 'Slurm names no owner'}: run directory "
                                  "left alone")
                 continue
             event = None

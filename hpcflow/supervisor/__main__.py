@@ -48,10 +48,31 @@ def _deadline(job: Job, end_time: str) -> int:
     return int(time.time()) + int(job.cfg.get("time_limit_s", 0))
 
 
+def _untrusted(job: Job) -> str | None:
+    """Why this attempt must not run in its run directory, or None: submit's trust checks
+    again (:func:`hpcflow.jobs.trust.check_attempt_dirs`), since a folder can be swapped
+    after submit and before any attempt or requeue."""
+    from hpcflow.errors import HpcflowError
+    from hpcflow.jobs.trust import check_attempt_dirs
+
+    try:
+        check_attempt_dirs(job.paths.run_dir, job.paths.checkpoint_dir,
+                           allow_shared_dir=bool(job.cfg.get("allow_shared_dir")))
+    except HpcflowError as exc:
+        return str(exc)
+    return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the attempt; write ``exit <status>`` to the answer file. A failure of the
-    supervisor itself is recorded (``job_end`` ``supervisor_error``) and ends the job with 1."""
+    supervisor itself is recorded (``job_end`` ``supervisor_error``) and ends the job with 1.
+    A run directory that fails the trust checks at the attempt's start ends it with 1 before
+    any step, and nothing is written into it but the answer (no ledger record)."""
     job = _job(args)
+    if (refused := _untrusted(job)) is not None:
+        log(f"the run directory is not safe at this attempt's start; no step runs: {refused}")
+        fsutil.write_atomic(Path(args.answer), "exit 1\n", mode=0o600)
+        return 0
     try:
         status = Attempt(job, deadline_s=_deadline(job, args.end_time), nnodes=args.nnodes).run()
     except Exception:  # noqa: BLE001 - the job must still end with a record

@@ -58,7 +58,9 @@ def standby_argv(cfg: Mapping[str, Any], *, exclude: Sequence[str], go_file: Pat
     if exclude:
         argv.append(f"--exclude={','.join(exclude)}")
     options, program = split_python_options(words[1:])
-    return argv + [words[0], *options, "-m", "hpcflow.runtime.standby", "--go", str(go_file),
+    # -P: the working folder (maybe shared) is not put first on sys.path, where a planted
+    # hpcflow/ or torch.py would be imported ahead of the program (hpcflow.runtime.standby).
+    return argv + [words[0], *options, "-P", "-m", "hpcflow.runtime.standby", "--go", str(go_file),
                    "--modules", str(modules_file), "--", *program]
 
 

@@ -155,11 +155,40 @@ def _unsafe_layouts(tmp: Path, uid: int) -> dict[str, tuple[Path, str]]:
     layouts["venv-file-of-another-user"] = (command(venv / "bin" / "hpcflow"),
                                            f"{planted} (in its environment {venv}) is owned by "
                                            f"uid {uid}, not root")
+    # A root-owned environment that reaches into a user's folder: a package linked in, a .pth
+    # line, an editable install's finder (setuptools >= 64) or an .egg-link.
+    home = tmp / "home" / "alice"
+    (home / "src" / "pkg").mkdir(parents=True)
+    os.chown(home, uid, uid)
+    for kind in ("linked", "pth", "finder", "egg-link"):
+        env = tmp / f"venv-{kind}"
+        site = env / "lib" / "python3.11" / "site-packages"
+        site.mkdir(parents=True)
+        (env / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        if kind == "linked":
+            (site / "pkg").symlink_to(home / "src" / "pkg")
+            why = f"the target of {site / 'pkg'} (in its environment {env})"
+        elif kind == "pth":
+            (site / "__editable__.pkg-1.0.pth").write_text(f"{home / 'src'}\n")
+            why = f"a folder {site / '__editable__.pkg-1.0.pth'} puts on sys.path"
+        elif kind == "finder":
+            (site / "__editable__.pkg-1.0.pth").write_text(
+                "import __editable___pkg_1_0_finder; __editable___pkg_1_0_finder.install()\n")
+            (site / "__editable___pkg_1_0_finder.py").write_text(
+                f"MAPPING: dict[str, str] = {{'pkg': '{home / 'src' / 'pkg'}'}}\n")
+            why = f"a folder {site / '__editable___pkg_1_0_finder.py'} imports from"
+        else:
+            (site / "pkg.egg-link").write_text(f"{home / 'src'}\n.\n")
+            why = f"a folder {site / 'pkg.egg-link'} imports from"
+        layouts[f"venv-{kind}-into-a-users-folder"] = (
+            command(env / "bin" / "hpcflow"), f"{why}, is under {home}, which is owned by uid {uid}")
     return layouts
 
 
 UNSAFE = ["world-writable-folder", "group-writable-command", "command-of-another-user",
-          "interpreter-in-a-world-writable-folder", "venv-file-of-another-user"]
+          "interpreter-in-a-world-writable-folder", "venv-file-of-another-user",
+          "venv-linked-into-a-users-folder", "venv-pth-into-a-users-folder",
+          "venv-finder-into-a-users-folder", "venv-egg-link-into-a-users-folder"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root-owned layouts need root, as on a node and "
@@ -187,3 +216,42 @@ def test_a_root_owned_sticky_folder_on_the_way_is_accepted(sandbox, tmp_path):
     proc = sandbox.run("steps/50-spot-watch.sh", "--hpcflow", str(hpcflow))
     assert proc.returncode == 0, proc.stderr
     assert "Capability" in (sandbox.root / UNIT).read_text()
+
+
+def _slurm_bins(tmp: Path, uid: int) -> dict[str, tuple[Path, str]]:
+    """Folders a user could change that would come first on the root service's PATH: each
+    --slurm-bin, and the part the step must name."""
+    out = {}
+    theirs = tmp / "theirs-bin"
+    theirs.mkdir(parents=True)
+    os.chown(theirs, uid, uid)
+    out["folder-of-another-user"] = (theirs, f"is under {theirs}, which is owned by uid {uid}")
+    planted = tmp / "root-bin"
+    planted.mkdir()
+    (planted / "squeue").write_text("#!/bin/sh\n")
+    os.chown(planted / "squeue", uid, uid)
+    out["a-command-of-another-user"] = (planted, f"{planted / 'squeue'} is owned by uid {uid}")
+    linked = tmp / "linked-bin"
+    linked.mkdir()
+    home = tmp / "home" / "bob"
+    home.mkdir(parents=True)
+    os.chown(home, uid, uid)
+    (linked / "scancel").symlink_to(home / "scancel")  # dangling: bob makes it later
+    out["a-link-into-a-users-folder"] = (linked, f"is under {home}, which is owned by uid {uid}")
+    out["a-missing-folder-under-theirs"] = (theirs / "bin",
+                                            f"is under {theirs}, which is owned by uid {uid}")
+    return out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root-owned layouts need root, as on a node and "
+                    "in CI")
+@pytest.mark.parametrize("layout", ["folder-of-another-user", "a-command-of-another-user",
+                                    "a-link-into-a-users-folder", "a-missing-folder-under-theirs"])
+def test_a_slurm_bin_others_can_change_is_refused(sandbox, hpcflow_cmd, tmp_path, layout):
+    slurm_bin, message = _slurm_bins(tmp_path / "t", 61999)[layout]
+    proc = sandbox.run("steps/50-spot-watch.sh", "--hpcflow", str(hpcflow_cmd),
+                       "--slurm-bin", str(slurm_bin))
+    assert proc.returncode == 1, proc.stdout
+    assert "--slurm-bin" in proc.stderr and message in proc.stderr, proc.stderr
+    assert "is not safe for a service that runs as root" in proc.stderr
+    assert not (sandbox.root / UNIT).exists()

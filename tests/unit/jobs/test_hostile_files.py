@@ -92,6 +92,10 @@ def _foreign(path: Path, perm: int = 0o755) -> Path:
                  id="parent-group-writable"),
     pytest.param(lambda t: (t / "run", {"checkpoint": {"dir": str(_foreign(t / "ck") / "c")}}),
                  "checkpoint.dir", id="checkpoint-dir-parent-foreign"),
+    pytest.param(lambda t: (t / "run", {"program": {"argv": ["true"], "workdir": str(
+        _world_writable(t / "work"))}}), "program.workdir", id="workdir-world-writable"),
+    pytest.param(lambda t: (t / "run", {"program": {"argv": ["true"], "workdir": str(
+        _foreign(t / "team") / "code")}}), "program.workdir", id="workdir-parent-foreign"),
 ])
 def test_a_folder_others_own_or_can_write_is_refused(slurm, hpcflow, tmp_path, spec_file,
                                                      dry_run, layout, words):

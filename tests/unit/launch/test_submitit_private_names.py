@@ -54,6 +54,8 @@ def _signature(owner: type, name: str) -> str:
     pytest.param(utils.DelayedSubmission, "set_timeout", "(self, timeout_min, max_num_timeout)",
                  id="DelayedSubmission.set_timeout"),
     pytest.param(utils.DelayedSubmission, "dump", "(self, filepath)", id="DelayedSubmission.dump"),
+    pytest.param(core.Job, "_get_outcome_and_result", "(self)",
+                 id="Job._get_outcome_and_result"),
 ])
 def test_private_name_has_the_signature_hpcflow_uses(owner, name, expected):
     got = _signature(owner, name)
@@ -70,6 +72,9 @@ def test_private_name_has_the_signature_hpcflow_uses(owner, name, expected):
                  id="process-submissions-submits"),
     pytest.param(core.PicklingExecutor._internal_process_submissions, "_submitit_command_str",
                  id="process-submissions-command"),
+    pytest.param(core.Job.results, "_get_outcome_and_result", id="results-reads-through-check"),
+    pytest.param(core.Job.exception, "_get_outcome_and_result",
+                 id="exception-reads-through-check"),
 ])
 def test_submitit_still_calls_the_names_hpcflow_overrides(caller, callee):
     """An override that submitit no longer calls is dead code: the submission would go out

@@ -179,6 +179,11 @@ def test_without_code_only_the_spec_goes(tmp_path):
     pytest.param(".netrc", True, id="netrc"),
     pytest.param("environment.py", False, id="python-module"),
     pytest.param("docs/credentials.md", False, id="a-doc-about-credentials"),
+    pytest.param("config/secrets.yaml", True, id="secrets-yaml"),
+    pytest.param("deploy/api.secret", True, id="dot-secret"),
+    pytest.param("gcp/credentials.json", True, id="google-credentials-json"),
+    pytest.param("gcp/client_secret_123.apps.json", True, id="google-client-secret"),
+    pytest.param("docs/secrets.md", False, id="a-doc-about-secrets"),
 ])
 def test_well_known_secret_file_names(path, secret):
     assert secret_like_names([path]) == ([path] if secret else [])
@@ -198,14 +203,27 @@ def test_a_snapshot_with_a_committed_env_file_is_flagged_and_run_remote_warns(tm
     git(repo, "commit", "-q", "-m", "c")
     bundle = code_snapshot(repo / "job.yaml")
     assert bundle.secret_like == [".env", "keys/id_rsa"]
-    # The warning comes before any connection (here: nothing listens, so it then fails).
+    # Refused before any connection: nothing is sent without --code-with-secret-files.
     notes: list[str] = []
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     opts = RemoteOptions(Host("127.0.0.1", port), code=True,
                          known_hosts=str(tmp_path / "known_hosts"))
+    with pytest.raises(SpecError) as info:
+        run_remote(opts, "submit", [str(repo / "job.yaml")], spec_index=0, note=notes.append)
+    assert ".env, keys/id_rsa;" in str(info.value) and "git rm --cached" in str(info.value)
+    assert "--code-with-secret-files" in str(info.value) and notes == []
+    # With the flag they go, with a warning that comes before any connection (here: nothing
+    # listens, so it then fails).
+    opts = RemoteOptions(Host("127.0.0.1", port), code=True, send_secret_files=True,
+                         known_hosts=str(tmp_path / "known_hosts"))
     with pytest.raises(RemoteError):
         run_remote(opts, "submit", [str(repo / "job.yaml")], spec_index=0, note=notes.append)
     [warning] = [n for n in notes if "credentials files" in n]
-    assert ".env, keys/id_rsa;" in warning and "git rm --cached" in warning
+    assert ".env, keys/id_rsa" in warning and "--code-with-secret-files" in warning
+
+
+def test_code_with_secret_files_needs_host_and_code():
+    with pytest.raises(click.UsageError, match="--code-with-secret-files: allowed only with --host"):
+        check_remote_options({"code_with_secret_files": True})

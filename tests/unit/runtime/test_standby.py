@@ -287,3 +287,60 @@ def test_an_uncaught_exception_reads_as_the_programs_own(tmp_path: Path) -> None
     assert str(tmp_path / "train.py") in lines[1]  # the program's frame comes first
     assert lines[-1] == "ValueError: boom at 32"
     assert "runpy" not in err and "standby" not in err
+
+
+PLANTED = 'import os\nopen(os.environ["PLANTED"], "a").write(__name__ + "\\n")\n'
+
+
+@pytest.mark.parametrize("program", [
+    pytest.param(["code/train.py"], id="script"),
+    pytest.param(["-m", "mypkg.train"], id="module"),
+])
+def test_modules_planted_in_the_working_folder_are_not_imported_ahead(tmp_path: Path,
+                                                                       program) -> None:
+    """Another user who can write the step's working folder plants ``torch.py``, ``hpcflow/``
+    and ``argparse.py`` there: the standby, started as the supervisor starts it, imports none
+    of them (torch comes from where it is installed) and still runs the program, as its own
+    start would."""
+    from hpcflow.supervisor.standby import standby_argv
+
+    work = tmp_path / "shared work"
+    (work / "hpcflow").mkdir(parents=True)
+    for planted in ("torch.py", "argparse.py", "hpcflow/__init__.py"):
+        (work / planted).write_text(PLANTED)
+    (work / "code").mkdir()
+    (work / "code" / "train.py").write_text(SCRIPT)
+    (work / "mypkg").mkdir()
+    (work / "mypkg" / "__init__.py").write_text("")
+    (work / "mypkg" / "train.py").write_text(SCRIPT)
+    go = tmp_path / "standby.go"
+    argv = standby_argv({"step": {"srun": [], "program": [sys.executable, *program]}},
+                        exclude=[], go_file=go, modules_file=tmp_path / "none")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "HPCFLOW_"))}
+    env.update({"OUT": str(tmp_path / "out.json"), "PLANTED": str(tmp_path / "planted"),
+                "SLURM_PROCID": "0", "SLURM_STEP_ID": "7"})
+    proc = subprocess.Popen(argv[argv.index("--overlap") + 1:], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_ready(go, proc)
+    go.write_text(json.dumps({"env": {}}))
+    os.kill(proc.pid, signal.SIGURG)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert not (tmp_path / "planted").exists()
+    seen = json.loads((tmp_path / "out.json").read_text())
+    assert seen["name"] == "__main__" and seen["torch_loaded"]
+    # sys.path[0] is what `python code/train.py` or `python -m mypkg.train` has.
+    assert seen["path0"] == str(work / "code" if program[0] == "code/train.py" else work)
+
+
+@pytest.mark.parametrize(("program", "env", "ignore", "first"), [
+    pytest.param(sb.Program(None, "/a/b/t.py", ()), {}, False, "/a/b", id="script"),
+    pytest.param(sb.Program("m", None, ()), {}, False, "CWD", id="module"),
+    pytest.param(sb.Program(None, "/a/t.py", ()), {"PYTHONSAFEPATH": "1"}, False, None,
+                 id="safe-path"),
+    pytest.param(sb.Program(None, "/a/t.py", ()), {"PYTHONSAFEPATH": "1"}, True, "/a",
+                 id="safe-path-ignored-under-E"),
+])
+def test_the_first_path_is_the_programs_own(program, env, ignore, first) -> None:
+    want = os.getcwd() if first == "CWD" else first
+    assert sb.first_path(program, env, ignore) == want

@@ -43,15 +43,35 @@ This page is generated from the model (`hpcflow.spec.job.JobSpec`).
 
 ## Who can write the run directory
 
-`submit` and `submit --dry-run` refuse (exit 3) a `run_dir` or `checkpoint.dir` that exists and
-is not yours, or whose existing folders (itself or a parent) are owned by someone other than you
-or root, or are writable by others or by a group other than your private one (the group named
-after you, with no other member) without the sticky bit (`/tmp` is fine): whoever can
-write there can plant a checkpoint, which runs code as you when it is loaded, or swap the ledger
-for a symlink. `--allow-shared-dir` accepts such a folder (a shared project folder) and leaves an
-existing run directory's mode alone. A `.hpcflow/`, ledger, `submissions.jsonl`, `job.yaml` or
-`job.sbatch` that is a symlink, not yours, or not a folder / regular file, or a `.hpcflow/` that
-anyone can write, is refused even then.
+`submit` and `submit --dry-run` refuse (exit 3) a `run_dir`, `checkpoint.dir` or
+`program.workdir` (the ranks import from it) that exists and is not yours, or whose existing
+folders (itself or a parent) are owned by someone other than you or root, or are writable by
+others or by a group other than your private one (the group named after you, with no other
+member) without the sticky bit (`/tmp` is fine): whoever can write there can plant a checkpoint,
+which runs code as you when it is loaded, or swap the ledger for a symlink. A `.hpcflow/`,
+ledger, `submissions.jsonl`, `job.yaml` or `job.sbatch` that is a symlink, not yours, or not a
+folder / regular file, or a `.hpcflow/` that anyone can write, is refused even with
+`--allow-shared-dir`.
+
+`--allow-shared-dir` (a shared project folder) skips the owner and mode checks of `run_dir`,
+`checkpoint.dir`, `program.workdir` and the folders above them at submit, and of `run_dir` and
+`checkpoint.dir` at each attempt's start, and leaves an existing run directory's mode alone;
+`.hpcflow/` is still made 0700 and yours, and the files above are still checked. It trusts
+everyone who can write those folders (or rename what is in them) with your account, for as long
+as the job can run: they can plant or replace a checkpoint, which is unpickled as you when it is
+loaded; put modules in `program.workdir` that your ranks import; and rename `.hpcflow/` after
+the checks and put their own in its place, so that the ledger, the flag files and the warm
+standby's go file are theirs: the next try takes its environment from that go file, and a value
+there (an `LD_PRELOAD` for the processes it starts, a checkpoint folder of theirs) runs their
+code as you. Use it only for a folder whose writers you would give your login.
+
+The run directory and its missing parents are made one level at a time, each mode 0700
+whatever the umask, and each level is judged as it is reached (the folder opened, not its name
+looked up again): a folder someone else made or linked in after the checks is refused. Every
+attempt, the first and each requeue, checks the run directory, the checkpoint folder and the
+state files again before any step runs; a folder swapped since submit ends the attempt with
+exit 1 and the log line `the run directory is not safe at this attempt's start`, and nothing is
+written into it but the supervisor's answer.
 """
 
 

@@ -55,7 +55,11 @@ class Slurm:
     def __call__(self, argv, input=None, timeout_s=60.0):  # noqa: A002, ANN001
         self.calls.append(list(argv))
         out, rc = "", 0
-        if argv[0] == "squeue":
+        if argv[0] == "squeue" and any(a.startswith("--jobs=") for a in argv):
+            job = next(a for a in argv if a.startswith("--jobs="))[len("--jobs="):]
+            uid = self.owners.get(job, 0)
+            out = f"{uid} {uid}\n"  # --format=%U %G
+        elif argv[0] == "squeue":
             out = "".join(f"{j}\n" for j in self.node_jobs)
         elif argv[:3] == ["scontrol", "write", "batch_script"]:
             out = self.scripts[argv[3]]

@@ -232,3 +232,66 @@ def test_the_duplicate_check_reads_only_the_ledgers_end(imds, shared, uid):
     os.chown(ledger, uid, uid)
     result = watcher_for(imds, slurm).poll_once()
     assert result.actions == [] and slurm.scancels() == []
+
+
+HOSTILE_FIELDS = [
+    pytest.param("Comment", "victim", id="comment-names-another-user"),
+    pytest.param("Comment", "root", id="comment-names-root"),
+    pytest.param("WorkDir", "victim", id="workdir-names-another-user"),
+    pytest.param("StdOut", "root", id="stdout-names-root"),
+    pytest.param("JobName", "victim", id="job-name-names-another-user"),
+]
+
+
+@pytest.mark.parametrize(("field", "whom"), HOSTILE_FIELDS)
+def test_a_user_chosen_field_cannot_make_the_watcher_act_as_another_user(
+        imds, shared, uid, field, whom, caplog):
+    """A job whose comment, work dir, output path or name holds ``UserId=v(N) GroupId=v(N)``
+    (scontrol prints them unquoted) and whose script names another user's run directory: the
+    watcher still signals it, and writes nothing there, as anyone."""
+    victim = uid + 1
+    theirs = user_run_dir(shared, victim if whom == "victim" else 0, "victim's run")
+    forged = "root(0)" if whom == "root" else f"v({victim})"
+    hostile = f"x UserId={forged} GroupId={forged}"
+    slurm = Slurm({"41": script_for(theirs)}, ["41"])
+    slurm.owners["41"] = uid
+    real = slurm.__call__
+
+    def with_hostile_field(argv, input=None, timeout_s=60.0):  # noqa: A002, ANN001
+        out = real(argv, input, timeout_s)
+        if argv[:3] == ["scontrol", "show", "job"]:
+            line = out.stdout.rstrip("\n")
+            if field == "Comment":
+                line += f" Comment={hostile}"
+            else:
+                key = f" {field}=" if field != "JobName" else "JobName="
+                at = line.index(key) + len(key)
+                line = line[:at] + hostile + " " + line[at:]
+            out.stdout = line + "\n"
+        return out
+
+    post(imds, "/_fake/notice", {"in_s": 120})
+    result = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(with_hostile_field)).poll_once()
+    assert [a.job_id for a in result.actions] == ["41"]
+    assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "41"]]
+    assert list(protocol.state_dir(theirs).iterdir()) == []
+    assert "prints UserId 2 times and GroupId 2 times" in caplog.text
+
+
+def test_squeue_and_scontrol_must_name_the_same_owner(imds, shared, uid, caplog):
+    run = user_run_dir(shared, uid, "mine")
+    slurm = Slurm({"41": script_for(run)}, ["41"])
+    slurm.owners["41"] = uid
+    real = slurm.__call__
+
+    def other_squeue(argv, input=None, timeout_s=60.0):  # noqa: A002, ANN001
+        out = real(argv, input, timeout_s)
+        if argv[0] == "squeue" and "--jobs=41" in argv:
+            out.stdout = f"{uid + 1} {uid + 1}\n"
+        return out
+
+    post(imds, "/_fake/notice", {"in_s": 120})
+    SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(other_squeue)).poll_once()
+    assert len(slurm.scancels()) == 1
+    assert list(protocol.state_dir(run).iterdir()) == []
+    assert f"squeue names uid {uid + 1} gid {uid + 1}" in caplog.text

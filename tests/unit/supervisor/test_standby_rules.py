@@ -27,7 +27,7 @@ def _cfg(program: list[str]) -> dict:
 def test_the_standby_step_is_the_steps_layout_overlapping_it(program, tail, tmp_path) -> None:
     argv = standby_argv(_cfg(program), exclude=["n3", "n4"], go_file=tmp_path / "g.go",
                         modules_file=tmp_path / "m")
-    assert argv == ["srun", *SRUN, "--overlap", "--exclude=n3,n4", program[0], "-m",
+    assert argv == ["srun", *SRUN, "--overlap", "--exclude=n3,n4", program[0], "-P", "-m",
                     "hpcflow.runtime.standby", "--go", str(tmp_path / "g.go"), "--modules",
                     str(tmp_path / "m"), "--", *tail]
 
@@ -37,7 +37,7 @@ def test_interpreter_options_go_to_the_standbys_interpreter(tmp_path) -> None:
     argv = standby_argv(_cfg(program), exclude=[], go_file=tmp_path / "g",
                         modules_file=tmp_path / "m")
     start = argv.index("/venv/bin/python")
-    assert argv[start:start + 5] == ["/venv/bin/python", "-u", "-B", "-m",
+    assert argv[start:start + 6] == ["/venv/bin/python", "-u", "-B", "-P", "-m",
                                      "hpcflow.runtime.standby"]
     assert argv[argv.index("--", start):] == ["--", "-m", "submitit.core._submit", "/f"]
 
