@@ -8,7 +8,8 @@ The rules (docs/protocol.md, "Ending kinds", "Hangs and in-job restarts", "Spare
 exclusion"):
 
 - :func:`blame_node`: the node a failed step is blamed on;
-- :func:`failures`: the failures a job has had, the budget of ``resilience.max_failures``;
+- :mod:`hpcflow.supervisor.budgets`: the failures and requeues a job has used, and the exit
+  status of each ending;
 - :func:`after_failed_step`: restart the step in the allocation, exclude a node, or stop;
 - :func:`ending`: how the attempt ends: requeue (with its cause) or end (reason, status);
 - :func:`attempt_start`: whether an attempt may start at all, and which nodes its steps avoid.
@@ -23,64 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hpcflow import protocol as P
+from hpcflow.supervisor.budgets import exit_status, failures, requeue_budget, requeues_used
 from hpcflow.supervisor.model import History, Limits, RankExit, StepFacts
+from hpcflow.supervisor.ranks import first_failure, rank_summary
 
 __all__ = [
     "Action", "AttemptStart", "History", "Limits", "RankExit", "StepFacts", "StepOutcome",
     "after_failed_step", "attempt_start", "blame_node", "ending", "exclude_for_step",
     "exit_status", "failures", "rank_summary", "requeue_budget", "requeues_used",
 ]
-
-
-def failures(history: History) -> int:
-    """Failures so far: steps restarted in an allocation, plus attempts Slurm requeued itself
-    (after a node failure: restarts that hpcflow's own requeues do not explain), plus hpcflow's
-    requeues after a node exclusion with no spare left."""
-    by_slurm = max(history.restart - history.requeues, 0)
-    return history.step_restarts + by_slurm + history.exclusion_requeues
-
-
-def requeues_used(history: History, limits: Limits, cause: str = P.CAUSE_TIME_LIMIT) -> int:
-    """Requeues counted against the budget of ``cause``.
-
-    A preemption's (a spot notice, Slurm's own preemption) count against
-    ``preemption.max_preemptions``: every requeue the ledger records with that cause. The
-    others count against ``preemption.max_requeues``: with ``resilience`` on (the default)
-    hpcflow's own requeues after a time-limit warning (a node failure's or an exclusion's are
-    failures, counted against ``resilience.max_failures``); with ``resilience: false`` every
-    restart that was not a preemption's. Submitit keeps preemptions and time-outs apart for the
-    same reason: a spot job preempted often has failed at nothing.
-    """
-    if cause == P.CAUSE_PREEMPTION:
-        return history.preemption_requeues
-    if not limits.resilience:
-        return max(history.restart - history.preemption_requeues, 0)
-    return history.requeues - history.exclusion_requeues - history.preemption_requeues
-
-
-def requeue_budget(limits: Limits, cause: str) -> tuple[int, str]:
-    """The bound of ``cause``'s requeues and its spec field."""
-    if cause == P.CAUSE_PREEMPTION:
-        return limits.max_preemptions, "preemption.max_preemptions"
-    return limits.max_requeues, "preemption.max_requeues"
-
-
-def exit_status(reason: str, rc: int) -> int:
-    """The batch script's exit status for a job that ends with ``reason``.
-
-    Only a finished job (``completed``, ``completed_after_done``) exits 0. Any other ending
-    keeps the step's status when it is not 0, and is :data:`hpcflow.protocol.EXIT_UNFINISHED`
-    when it is: a program that saved on the warning and exited 0 has not finished, and Slurm
-    must not call the job COMPLETED (a batch script that exits non-zero makes the job FAILED,
-    sbatch(1); ``--dependency=afterok`` then does not fire). A cancel and the time limit keep
-    the step's status: Slurm's state is CANCELLED or TIMEOUT whatever it is. ``status`` and
-    ``report`` keep hpcflow's finer reason.
-    """
-    if reason in (P.REASON_COMPLETED, P.REASON_COMPLETED_AFTER_DONE):
-        return 0
-    if reason in (P.REASON_CANCELLED, P.REASON_TIME_LIMIT):
-        return rc  # Slurm's own state already says CANCELLED or TIMEOUT, whatever the status
-    return rc if rc != 0 else P.EXIT_UNFINISHED
 
 
 def blame_node(facts: StepFacts) -> str | None:
@@ -374,45 +326,11 @@ def _ladder(facts: StepFacts, history: History, limits: Limits, *,
     missing = sum(1 for e in facts.exits if e is None)
     if missing and rc > 128 and facts.joined_count:
         reason = P.REASON_RANK_KILLED
-    elif _first_failure(facts.exits) is not None:
+    elif first_failure(facts.exits) is not None:
         reason = P.REASON_PROGRAM_ERROR
     if outcome is not None and outcome.fail_reason:
         reason = outcome.fail_reason
     return Action(False, reason, rc)
-
-
-def _first_failure(exits: Sequence[RankExit | None]) -> tuple[int, RankExit] | None:
-    first: tuple[int, RankExit] | None = None
-    for rank, e in enumerate(exits):
-        if e is None or e.rc in (0, P.EXIT_PREEMPTED):
-            continue
-        if first is None or e.time_ms < first[1].time_ms:
-            first = (rank, e)
-    return first
-
-
-def rank_summary(facts: StepFacts) -> tuple[dict[str, Any], str]:
-    """The ``step_end`` members that describe the ranks (``ranks_exited``, ``ranks_missing``,
-    ``missing`` (at most 16 ranks), ``first_failure``) and the log's words for the first failure
-    (``""`` when none), which name the ranks that left no record first: a rank killed by a
-    signal (``kill -9``, the OOM killer) records nothing and no time, and the others' errors
-    (a closed connection) may follow from it."""
-    missing = [r for r, e in enumerate(facts.exits) if e is None]
-    first = _first_failure(facts.exits)
-    fields: dict[str, Any] = {
-        "ranks_exited": len(facts.exits) - len(missing), "ranks_missing": len(missing),
-        "missing": missing[:16],
-        "first_failure": None if first is None else {
-            "rank": first[0], "rc": first[1].rc, "reason": first[1].reason},
-    }
-    if first is None:
-        return fields, ""
-    words = f"rank {first[0]} exited with status {first[1].rc}: {first[1].reason}"
-    if missing:  # a kill leaves no record and no time: it may have come first (kill -9)
-        shown = ",".join(map(str, missing[:16])) + ("..." if len(missing) > 16 else "")
-        return fields, (f"rank(s) {shown} left no exit record (killed by a signal); of the "
-                        f"ranks that recorded one, the first failure: {words}")
-    return fields, f"first failure: {words}"
 
 
 @dataclass(frozen=True)
