@@ -80,3 +80,19 @@ def test_an_unreachable_endpoint_is_said_and_records_nothing(tmp_path, aws, monk
     error = json.loads(out.output)["error"]
     assert error["type"] == "SubmitError" and "CreateTrainingJob 'tiny-sm-" in error["message"]
     assert not run_dir.exists()
+
+
+def test_status_of_a_submitted_job(tmp_path, aws):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(json.dumps({**SPEC, "run_dir": str(tmp_path / "run")}))
+    name = json.loads(CliRunner().invoke(cli, ["submit", str(spec), "--json"]).output
+                      )["data"]["job_name"]
+    out = CliRunner().invoke(cli, ["sagemaker", "status", name, "--json"])
+    assert out.exit_code == 0, out.output
+    st = json.loads(out.output)["data"]
+    assert st["job_name"] == name and st["status"] in ("InProgress", "Completed")
+    assert st["transitions"] and st["transitions"][0]["status"] == "Starting"
+    missing = CliRunner().invoke(cli, ["sagemaker", "status", "no-such-job", "--json"])
+    assert missing.exit_code == 3
+    assert "DescribeTrainingJob 'no-such-job' failed" in json.loads(missing.output)["error"][
+        "message"]
