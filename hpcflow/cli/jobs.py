@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -49,12 +50,19 @@ COLUMNS = ["job", "name", "state", "attempts", "restarts", "elapsed", "exit", "e
 @handles_errors
 def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
            allow_shared_dir: bool, as_json: bool) -> None:
-    """Render the batch script for SPEC (a job YAML) and submit it with sbatch.
+    """Render the batch script for SPEC (a job YAML) and submit it with sbatch; with
+    platform: sagemaker, render the CreateTrainingJob request and create the training job.
 
-    The spec, the script and the job id are kept in the job's run directory.
+    The spec, the script (or request) and the job id are kept in the job's run directory.
     """
     from hpcflow.jobs import service
+    from hpcflow.spec.job import load_job_spec
 
+    job = load_job_spec(spec, overrides)
+    if job.platform == "sagemaker":
+        _submit_sagemaker(job, dry_run=dry_run, follow=follow, allow_shared_dir=allow_shared_dir,
+                          as_json=as_json)
+        return
     result = service.submit(spec, overrides, dry_run=dry_run, allow_shared_dir=allow_shared_dir)
     for line in result.warnings:
         click.echo(f"hpcflow: warning: {line}", err=True)
@@ -74,6 +82,26 @@ def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
         click.echo(f"log: {result.log_path}")
     if follow and result.job_id:
         _follow(result.job_id)
+
+
+def _submit_sagemaker(job, *, dry_run: bool, follow: bool, allow_shared_dir: bool,  # noqa: ANN001
+                      as_json: bool) -> None:
+    from hpcflow.sagemaker import service as sagemaker
+
+    if follow:
+        raise click.UsageError("--follow follows Slurm jobs; a SageMaker training job's log is "
+                               "in CloudWatch (leave --follow out)")
+    result = sagemaker.submit(job, dry_run=dry_run, allow_shared_dir=allow_shared_dir)
+    data = {"platform": "sagemaker", "job_name": result.job_name, "job_arn": result.job_arn,
+            "run_dir": str(result.run_dir), "request": result.request, "env": result.env}
+    if as_json:
+        emit_json(data if dry_run else {**data, "request_path": str(result.request_path)})
+    elif dry_run:
+        click.echo(json.dumps(result.request, indent=2))
+    else:
+        click.echo(f"submitted SageMaker training job {result.job_name}  run dir: "
+                   f"{result.run_dir}")
+        click.echo(f"arn: {result.job_arn}")
 
 
 @click.command(cls=JsonCommand)

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "bootstrap": "hpcflow.cli.bootstrap:bootstrap",
     "spot-watch": "hpcflow.cli.spot:spot_watch",
     "plan": "hpcflow.cli.plan:plan",
+    "sagemaker": "hpcflow.cli.sagemaker:sagemaker",
 }
 
 

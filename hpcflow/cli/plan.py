@@ -67,7 +67,9 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
     """Expected goodput of NODES x INSTANCE for HOURS: lost GPU-hours split into checkpointing,
     lost work, restarts and start-ups, the best checkpoint interval, and the bill (on-demand and
     spot) with the cost of one useful GPU-hour. The closed form and a seeded simulation are
-    shown side by side (docs/plan.md)."""
+    shown side by side (docs/plan.md). The same run is priced on each platform: ParallelCluster
+    on-demand and spot (EC2 prices), SageMaker training on-demand and managed spot (SageMaker's
+    ml. prices)."""
     from hpcflow.plan.goodput import predict
     from hpcflow.plan.simulate import affordable_runs, simulate
 
@@ -82,8 +84,9 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
     if fit < runs:
         pred.notes.append(f"simulation: {fit} of {runs} runs (the rest would take too long: "
                           "too many failures or saves per job)")
-    cost, price_notes = _cost(instance_type, region, price_source, inputs.nodes, inputs.hours,
-                              pred.gpu_hours["useful"])
+    cost, price_notes, ec2_price = _cost(instance_type, region, price_source, inputs.nodes,
+                                         inputs.hours, pred.gpu_hours["useful"])
+    platforms = _platforms(instance_type, region, inputs, pred.gpu_hours["useful"], ec2_price)
     if svg_path is not None:
         _write_svg(svg_path, inputs, instance_type)
     if as_json:
@@ -91,9 +94,11 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
                    "sources": sources, "closed_form": pred.to_dict(),
                    "simulation": sim.to_dict() if sim else None,
                    "cost": cost.to_dict() if cost else None, "price_notes": price_notes,
+                   "platforms": [row.to_dict() for row in platforms],
                    "svg": str(svg_path) if svg_path else None})
         return
     _print(pred, sim, sources, cost, price_notes, instance_type, svg_path)
+    _print_platforms(platforms, instance_type, region)
 
 
 def _inputs(nodes_text: str, instance_type: str, hours_text: str, job_id: str | None,
@@ -154,8 +159,9 @@ def _inputs(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
 
 
 def _cost(instance_type: str, region: str, source: str, nodes: int, hours: float,
-          useful_gpu_hours: float) -> tuple[Any, list[str]]:
-    """The :class:`~hpcflow.plan.cost.PlanCost`, or None when no price is known; and notes."""
+          useful_gpu_hours: float) -> tuple[Any, list[str], Any]:
+    """The :class:`~hpcflow.plan.cost.PlanCost`, or None when no price is known; notes; and
+    the EC2 price used (or None)."""
     from hpcflow.aws.pricing import lookup_prices
     from hpcflow.pcluster.cost import SPOT_HIGH_FRACTION, SPOT_LOW_FRACTION
     from hpcflow.plan.cost import plan_cost
@@ -165,11 +171,54 @@ def _cost(instance_type: str, region: str, source: str, nodes: int, hours: float
     if price is None:
         notes.append(f"no price known for {instance_type} in {region}: not in the shipped table, "
                      "and the Price List API gave none")
-        return None, notes
+        return None, notes, None
     notes.append("spot: from 10% of the on-demand price (AWS: 'up to 90% off') to the "
                  "on-demand price; spot capacity is not guaranteed")
     return plan_cost(nodes, hours, useful_gpu_hours, price.usd_per_hour,
-                     (SPOT_LOW_FRACTION, SPOT_HIGH_FRACTION), price.source, price.caveat), notes
+                     (SPOT_LOW_FRACTION, SPOT_HIGH_FRACTION), price.source, price.caveat), notes, \
+        price
+
+
+def _platforms(instance_type: str, region: str, inputs: Any, useful_gpu_hours: float,
+               ec2_price: Any) -> list[Any]:
+    """The run on ParallelCluster (EC2 prices) and as a SageMaker training job (SageMaker's)."""
+    from hpcflow.aws import sagemaker_pricing as sm
+    from hpcflow.pcluster.cost import SPOT_HIGH_FRACTION, SPOT_LOW_FRACTION
+    from hpcflow.plan.platforms import Rate, compare_platforms
+
+    pc = None if ec2_price is None else Rate(ec2_price.usd_per_hour,
+                                             (SPOT_LOW_FRACTION, SPOT_HIGH_FRACTION),
+                                             ec2_price.source, ec2_price.caveat)
+    price = sm.sagemaker_price(instance_type, region)
+    sagemaker = None if price is None else Rate(price.usd_per_hour, (sm.SPOT_LOW_FRACTION,
+                                                sm.SPOT_HIGH_FRACTION), price.source, price.caveat)
+    return compare_platforms(inputs.nodes, inputs.hours, useful_gpu_hours,
+                             parallelcluster=pc, sagemaker=sagemaker)
+
+
+def _print_platforms(rows: list[Any], instance_type: str, region: str) -> None:
+    from hpcflow.plan.platforms import PLATFORMS
+
+    def span(low: float, high: float) -> str:
+        return f"{low:,.2f}" if low == high else f"{low:,.2f}-{high:,.2f}"
+
+    if not rows:
+        return
+    print_table(f"the same run on each platform ({instance_type}, {region})",
+                ["platform", "USD", "USD per useful GPU-h", "USD per node-h"],
+                [(row.platform, span(*row.usd),
+                  "-" if row.usd_per_useful_gpu_hour is None else span(*row.usd_per_useful_gpu_hour),
+                  span(*row.usd_per_node_hour)) for row in rows], no_wrap=1)
+    known = {row.platform for row in rows}
+    for name in PLATFORMS:
+        if name not in known:
+            click.echo(f"note: {name}: no price known for {instance_type} in {region}")
+    sources = dict.fromkeys(row.source for row in rows)
+    for source in sources:
+        click.echo(f"price source: {source}")
+    for row in rows:
+        if row.caveat and row.platform.endswith("-on-demand"):
+            click.echo(f"note: {row.platform.removesuffix('-on-demand')}: {row.caveat}")
 
 
 def _write_svg(path: Path, inputs: Any, instance_type: str) -> None:

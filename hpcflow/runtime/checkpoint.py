@@ -69,6 +69,9 @@ class CheckpointManager(AsyncSaves):
         extra_record: more facts for each commit record, e.g. the mesh ckpt_dirs.
         on_event: observer of the save's phases (tests, metrics); must be thread-safe.
         coord_timeout_s: seconds a checkpoint collective waits for the other ranks.
+        host: ``(node_rank, local_rank)`` when every host has its own checkpoint folder (a
+            SageMaker job of several instances): each host publishes its own files and rank 0
+            commits them all (:mod:`hpcflow.runtime.host_local`); None: one shared folder.
 
     Raises:
         ValueError: ``keep`` < 1, ``interval_steps`` < 0 or ``coord_timeout_s`` <= 0.
@@ -83,6 +86,7 @@ class CheckpointManager(AsyncSaves):
         extra_record: dict[str, Any] | None = None,
         on_event: EventHook | None = None,
         coord_timeout_s: float = DEFAULT_COORD_TIMEOUT_S,
+        host: tuple[int, int] | None = None,
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep={keep}: at least the newest checkpoint must be kept")
@@ -96,6 +100,7 @@ class CheckpointManager(AsyncSaves):
         self.extra_record = dict(extra_record or {})
         self.on_event = on_event
         self.coord_timeout_s = coord_timeout_s
+        self.host = host
         self._group: Any = None
         self._group_made = False
         self._init_async()
@@ -137,6 +142,10 @@ class CheckpointManager(AsyncSaves):
             CheckpointError: rank 0 could not remove one (raised on every rank).
         """
         self._wait_quietly()
+        if self.host is not None:
+            from hpcflow.runtime.host_local import clean_host
+
+            return clean_host(self.root, local_rank=self.host[1], group=self._coord_group())
         return self._on_rank0("clean partial checkpoints", self._remove_partial) or []
 
     def save(self, step: int, state: dict[str, Any], *, blocking: bool = True) -> Path:
@@ -267,7 +276,14 @@ class CheckpointManager(AsyncSaves):
             # DCP's last step gathers every rank's write result on rank 0 (each file fsynced
             # with sync_files=True) before rank 0 writes .metadata: every rank has written.
             self._emit("written", step)
-            self._on_rank0(f"commit checkpoint of step {step}", lambda: self._commit(step))
+            if self.host is None:
+                self._on_rank0(f"commit checkpoint of step {step}", lambda: self._commit(step))
+            else:
+                from hpcflow.runtime.host_local import commit_across_hosts
+
+                commit_across_hosts(self.root, step, self.keep, self.extra_record,
+                                    local_rank=self.host[1],
+                                    group=self._coord_group())
             self._emit("committed", step)
         except BaseException:
             self._emit("failed", step)

@@ -121,7 +121,8 @@ def list_files(directory: Path) -> list[dict[str, Any]]:
 
 
 def write_commit_record(
-    directory: Path, step: int, world_size: int, extra: dict[str, Any] | None = None
+    directory: Path, step: int, world_size: int, extra: dict[str, Any] | None = None,
+    *, more_files: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Write ``hpcflow-commit.json`` into ``directory`` durably (temp file, fsync, rename, fsync
     of the directory).
@@ -131,6 +132,9 @@ def write_commit_record(
         step: the training step the checkpoint holds.
         world_size: ranks that wrote it.
         extra: more facts for the record (e.g. the mesh layout); must be JSON-serialisable.
+        more_files: files written on other hosts, as :func:`list_files` lists them
+            (:mod:`hpcflow.runtime.host_local`); a path listed here and in ``directory`` is
+            taken from ``directory``.
 
     Returns:
         The record as written.
@@ -144,7 +148,7 @@ def write_commit_record(
         "time": time.time(),
         "world_size": world_size,
         "versions": library_versions(),
-        "files": list_files(directory),
+        "files": _union(list_files(directory), more_files or []),
         "extra": extra or {},
     }
     write_json_atomic(directory / COMMIT_NAME, record, sort_keys=True)
@@ -162,6 +166,12 @@ def write_preemption_commit(path: Path, step: int | None, **facts: Any) -> None:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {"step": step, "time": time.time(), **facts}, sort_keys=True)
+
+
+def _union(local: list[dict[str, Any]], more: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen = {entry["path"] for entry in local}
+    extra = [entry for entry in more if entry["path"] not in seen]
+    return sorted([*local, *extra], key=lambda entry: entry["path"])
 
 
 def read_commit_record(directory: Path) -> dict[str, Any] | None:

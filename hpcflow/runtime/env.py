@@ -12,7 +12,10 @@ torch, no network, no global state, so it is tested with plain tables. Three cas
   runs there with srun's default block distribution); the port is derived from ``SLURM_JOB_ID`` so
   two jobs sharing a node do not collide, or, where a container set-up drops the job id, from
   the step (``SLURM_STEP_ID``, the node list, ``SLURM_STEP_LAUNCHER_PORT``).
-- neither: a single process, a world of 1 on the loopback address with a free port.
+- a SageMaker training container without torchrun (the ``sagemaker-training`` toolkit runs the
+  program once per host): one rank per host, placed by the resource config
+  (:mod:`hpcflow.runtime.sagemaker_env`), the first host as rendezvous on the toolkit's port.
+- none of these: a single process, a world of 1 on the loopback address with a free port.
 
 ``MASTER_ADDR`` / ``MASTER_PORT`` set in the environment always win, so a batch script can pin them.
 ``SLURM_RESTART_COUNT`` is unset on a job's first run (sbatch(1), "OUTPUT ENVIRONMENT VARIABLES"),
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 
 from hpcflow.hostlist import expand_hostlist
 from hpcflow.protocol import port_for_job_number, port_for_step
+from hpcflow.runtime.sagemaker_env import rendezvous, resource_config_from
 
 LOOPBACK = "127.0.0.1"
 
@@ -51,7 +55,8 @@ class DistEnv:
         job_id: Slurm job id, or ``None`` outside Slurm.
         restart_count: ``SLURM_RESTART_COUNT``: how often Slurm requeued this job (0 on the first
             run).
-        launcher: where the facts came from: ``"torchrun"``, ``"slurm"`` or ``"single"``.
+        launcher: where the facts came from: ``"torchrun"``, ``"slurm"``, ``"sagemaker"`` or
+            ``"single"``.
     """
 
     rank: int
@@ -130,6 +135,12 @@ def dist_env_from(
         env = _from_torchrun(environ, job_id, restart_count)
     elif "SLURM_PROCID" in environ:
         env = _from_slurm(environ, job_id, restart_count)
+    elif (sagemaker := resource_config_from(environ)) is not None:
+        addr, port = rendezvous(environ, sagemaker)
+        env = DistEnv(rank=sagemaker.node_rank, local_rank=0, world_size=len(sagemaker.hosts),
+                      local_world_size=1, node_rank=sagemaker.node_rank, master_addr=addr,
+                      master_port=port, job_id=job_id, restart_count=restart_count,
+                      launcher="sagemaker")
     else:
         env = DistEnv(
             rank=0,

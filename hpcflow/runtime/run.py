@@ -106,7 +106,7 @@ class Run:
                 interval_steps=config.checkpoint_interval,
                 extra_record={"job_id": env.job_id, "restart_count": env.restart_count,
                               "parallelism": config.parallelism},
-            )
+                host=(env.node_rank, env.local_rank) if config.checkpoint_host_local else None)
 
     # ---- construction
 

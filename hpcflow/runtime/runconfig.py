@@ -1,7 +1,8 @@
 """The ``HPCFLOW_*`` variables the batch script exports to the program (docs/protocol.md,
 "Environment the batch script exports to the program"; the names live in :mod:`hpcflow.protocol`).
-All are optional: without them a program trains without checkpoints and only reacts to SIGUSR1.
-Pure: no torch, no file access.
+All are optional: without them a program trains without checkpoints and only reacts to SIGUSR1;
+in a SageMaker training container the checkpoint folder defaults to the one SageMaker syncs.
+No torch; the only file read is SageMaker's resource config (:mod:`hpcflow.runtime.sagemaker_env`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import hpcflow.protocol as P
 from hpcflow.protocol import EXIT_PREEMPTED
+from hpcflow.runtime import sagemaker_env
 
 __all__ = ["DEFAULT_KEEP", "EXIT_PREEMPTED", "RunConfig"]
 
@@ -47,6 +49,10 @@ class RunConfig:
             ``parallelism``), or ``None`` when the spec gives none.
         preempt_signal: ``HPCFLOW_PREEMPT_SIGNAL``, the warning signal's number (SIGUSR1 by
             default).
+        checkpoint_host_local: every host has its own checkpoint folder (a SageMaker job of
+            several instances, :func:`hpcflow.runtime.sagemaker_env.host_local_checkpoints`):
+            each host publishes its own files and rank 0 commits them all
+            (:mod:`hpcflow.runtime.host_local`).
     """
 
     run_dir: Path | None = None
@@ -61,6 +67,7 @@ class RunConfig:
     joined_dir: Path | None = None
     parallelism: dict[str, int] | None = None
     preempt_signal: int = signal.SIGUSR1
+    checkpoint_host_local: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> RunConfig:
@@ -73,6 +80,8 @@ class RunConfig:
         checkpoint_dir = _path(environ, P.ENV_CHECKPOINT_DIR)
         if checkpoint_dir is None and run_dir is not None:
             checkpoint_dir = run_dir / "checkpoints"
+        if checkpoint_dir is None:  # in a SageMaker container: the folder SageMaker syncs
+            checkpoint_dir = sagemaker_env.default_checkpoint_dir(environ)
         max_requeues = environ.get(P.ENV_MAX_REQUEUES, "").strip()
         parallelism = environ.get(P.ENV_PARALLELISM, "").strip()
         auto = environ.get(P.ENV_CHECKPOINT_INTERVAL, "").strip() == P.CHECKPOINT_INTERVAL_AUTO
@@ -92,6 +101,7 @@ class RunConfig:
             joined_dir=_path(environ, P.ENV_JOINED_DIR),
             parallelism=P.parse_parallelism(parallelism) if parallelism else None,
             preempt_signal=_signal(environ),
+            checkpoint_host_local=sagemaker_env.host_local_checkpoints(environ),
         )
 
     def overridden(self, *, checkpoint_dir: str | os.PathLike[str] | None = None,

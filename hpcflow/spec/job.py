@@ -56,6 +56,7 @@ from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's pub
     lead_for_short_jobs,
 )
 from hpcflow.spec.job_resilience import ResilienceSpec, resilience_switch, warm_standby_problems
+from hpcflow.spec.job_sagemaker import SageMakerSpec, sagemaker_problems
 from hpcflow.spec.loading import (
     apply_overrides,
     keep_literal_scalars,
@@ -155,6 +156,13 @@ class JobSpec(SpecModel):
         default_factory=ResilienceSpec,
         description="Hang watchdog and in-job restarts; on by default, false: neither.",
     )
+    platform: Literal["slurm", "sagemaker"] = Field(
+        default="slurm",
+        description="slurm: sbatch on a Slurm cluster; sagemaker: a SageMaker training job "
+                    "(the sagemaker block; docs/sagemaker.md).",
+    )
+    sagemaker: SageMakerSpec | None = Field(
+        default=None, description="Image, role, instance type and spot settings of platform: sagemaker.")
     parallelism: ParallelismSpec | None = Field(
         default=None,
         description=(
@@ -307,6 +315,7 @@ class JobSpec(SpecModel):
             unreachable = judge_socket_ifname(ifname, TYPICAL_INTERFACES).unreachable_message()
             if unreachable is not None:
                 problems.append(("env.NCCL_SOCKET_IFNAME", ifname, "; ".join(unreachable)))
+        problems.extend(sagemaker_problems(self))
         raise_problems(problems)
         return self
 

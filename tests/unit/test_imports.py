@@ -71,7 +71,7 @@ def test_library_layers_never_import_the_cli():
 CORE = ("spec", "slurm", "protocol.py", "ending_kinds.py", "ledger.py", "hostlist.py", "command.py",
         "fsutil.py", "errors.py", "check_result.py")
 SERVICES = ("jobs", "launch", "local_cluster", "pcluster", "aws", "remote", "doctor", "nccl",
-            "mirror", "spot", "watchdog", "supervisor", "hyperpod")
+            "mirror", "spot", "watchdog", "supervisor", "hyperpod", "sagemaker")
 
 
 def test_core_imports_no_service_and_no_cli():
