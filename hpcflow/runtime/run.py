@@ -49,6 +49,7 @@ from hpcflow.protocol import (
     TAG_START,
     TAG_STARTUP,
     TAG_STEP,
+    checkpoint_key_path,
 )
 from hpcflow.runtime import dist as hdist
 from hpcflow.runtime import leaving
@@ -106,6 +107,7 @@ class Run:
                 interval_steps=config.checkpoint_interval,
                 extra_record={"job_id": env.job_id, "restart_count": env.restart_count,
                               "parallelism": config.parallelism},
+                key_file=None if config.run_dir is None else checkpoint_key_path(config.run_dir),
             )
 
     # ---- construction
@@ -221,24 +223,66 @@ class Run:
             return 0
         for path in self.ckpt.clean_partial():
             log(self.env, f"removed partial checkpoint {path}")
-        # Rank 0 checks every file's SHA-256 before anything is loaded (one read of the
-        # checkpoint); a checkpoint whose bytes changed is passed over for the previous one.
-        latest = hdist.broadcast_object(
-            self.ckpt.latest_verified(lambda why: log(self.env, why)) if self.env.is_rank0
-            else None)
+        latest = self._load_newest_sound(state, before_load)
         if latest is None:
             self._last_boundary = time.monotonic()
             return 0
-        from hpcflow.runtime.commit import read_commit_record, step_dir
-
-        record = read_commit_record(step_dir(self.ckpt.root, latest)) or {}
-        same_world = record.get("world_size") == self.env.world_size
-        if before_load is not None:
-            before_load(latest)
-        self.ckpt.load(latest, {"app": self._app(state, restore_rng=same_world)})
         self._beat(SECTION_STEP)
         self.report_resume(latest)
         return latest
+
+    def _load_newest_sound(self, state: Mapping[str, Any],
+                           before_load: Callable[[int], None] | None) -> int | None:
+        """Load the newest committed checkpoint whose record and bytes pass their checks; the
+        step loaded, or None when there was none to load.
+
+        Rank 0 picks the newest whose record passes (sizes, and the MAC when the run has a
+        key); every rank loads it, checking each file's digests while reading
+        (:meth:`CheckpointManager.load`). One that fails is logged, passed over, and the
+        previous one loaded over what it left in ``state``.
+
+        Raises:
+            CheckpointError: a load failed for another reason, or a checkpoint failed its
+                check after some of its tensors were loaded and no older one is left (the
+                state is no longer the program's own initial state).
+        """
+        from hpcflow.runtime.commit import read_commit_record, step_dir
+        from hpcflow.runtime.dcp_io import ChecksumMismatch
+
+        def ignored(why: str) -> None:
+            log(self.env, why)
+
+        below: int | None = None
+        touched: str | None = None
+        while True:
+            latest = hdist.broadcast_object(
+                self.ckpt.latest_loadable(below, ignored) if self.env.is_rank0 else None)
+            if latest is None:
+                if touched is not None:
+                    raise CheckpointError(
+                        f"{touched}, and no older committed checkpoint passes its checks; the "
+                        "state was partly loaded from it, so the run does not start from "
+                        f"scratch: move the checkpoints out of {self.ckpt.root} to start anew")
+                return None
+            record = read_commit_record(step_dir(self.ckpt.root, latest)) or {}
+            if self.env.is_rank0 and record.get("mac") is None and record.get("version") == 2:
+                log(self.env, f"checkpoint {step_dir(self.ckpt.root, latest)}: no key at "
+                              f"{self.ckpt.key_file}, so its keyed digests are not checked "
+                              "(CRC32C only)")
+            same_world = record.get("world_size") == self.env.world_size
+            if before_load is not None:
+                before_load(latest)
+            try:
+                self.ckpt.load(latest, {"app": self._app(state, restore_rng=same_world)})
+                return latest
+            except ChecksumMismatch as exc:
+                what = str(exc).splitlines()[0]
+                if self.env.is_rank0:
+                    log(self.env, f"checkpoint {step_dir(self.ckpt.root, latest)} is ignored: "
+                                  f"{what[:600]}; the previous committed checkpoint is used "
+                                  "instead")
+                touched = f"checkpoint {step_dir(self.ckpt.root, latest)} failed its check"
+                below = latest
 
     def report_resume(self, step: int) -> None:
         """Rank 0 prints ``hpcflow-resume`` (a framework adapter resumed from ``step``)."""
