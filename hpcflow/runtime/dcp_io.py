@@ -215,22 +215,31 @@ def _reader_class() -> type:
                            key=lambda pair: pair[0].offset)
             pickled: list[tuple[Any, bytes]] = []
             with handle, _HashedReads(handle, digest, where) as reads:
-                for info, item in infos:
-                    reads.skip_to(info.offset)
-                    if item.type != LoadItemType.BYTE_IO and self._read_direct(
-                            reads, info, item, planner):
-                        continue
-                    view = reads.item(info.length)
-                    stream = self.transforms.transform_load_stream(
-                        item, info.transform_descriptors or (), _BufferFile(view))
-                    if item.type == LoadItemType.BYTE_IO:
-                        pickled.append((item, stream.read()))
-                        continue
-                    if not stream.seekable():
-                        stream = io.BytesIO(stream.read())
-                    tensor = torch.load(stream, map_location="cpu", weights_only=True)
-                    self._commit(item, planner, narrow_tensor_by_index(
-                        tensor, item.storage_offsets, item.lengths), where)
+                try:
+                    for info, item in infos:
+                        reads.skip_to(info.offset)
+                        if item.type != LoadItemType.BYTE_IO and self._read_direct(
+                                reads, info, item, planner):
+                            continue
+                        view = reads.item(info.length)
+                        stream = self.transforms.transform_load_stream(
+                            item, info.transform_descriptors or (), _BufferFile(view))
+                        if item.type == LoadItemType.BYTE_IO:
+                            pickled.append((item, stream.read()))
+                            continue
+                        if not stream.seekable():
+                            stream = io.BytesIO(stream.read())
+                        tensor = torch.load(stream, map_location="cpu", weights_only=True)
+                        self._commit(item, planner, narrow_tensor_by_index(
+                            tensor, item.storage_offsets, item.lengths), where)
+                except ChecksumMismatch:
+                    raise
+                except Exception:
+                    # A damaged item can fail to decode before the file's digest is known:
+                    # hash the rest, and report the damage rather than its symptom.
+                    reads.skip_to(None)
+                    self._verify(relative, digest, where)
+                    raise
                 reads.skip_to(None)  # the rest of the file
             self._verify(relative, digest, where)
             for item, data in pickled:  # unpickled only now that the file passed
