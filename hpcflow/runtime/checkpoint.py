@@ -151,10 +151,9 @@ class CheckpointManager(AsyncSaves):
         Raises:
             CheckpointError: the key file exists but is unusable (mode, size).
         """
-        key = self.key()
-        for step in reversed(self.committed_steps()):
-            if below is not None and step >= below:
-                continue
+        steps = [s for s in self.committed_steps() if below is None or s < below]
+        key = self.key() if steps else None
+        for step in reversed(steps):
             directory = ckpt_dirs.step_dir(self.root, step)
             record = ckpt_dirs.read_commit_record(directory)
             problem = "its record is gone" if record is None else \

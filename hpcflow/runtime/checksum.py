@@ -52,7 +52,7 @@ def new_key_file(path: Path) -> bytes:
         KeyFileError: ``path`` exists but is not a usable key (see :func:`read_key_file`).
         OSError: the folder cannot be written.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
@@ -80,7 +80,7 @@ def read_key_file(path: Path) -> bytes | None:
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:

@@ -252,11 +252,18 @@ class Run:
         def ignored(why: str) -> None:
             log(self.env, why)
 
+        def pick(below: int | None) -> tuple[str, Any]:
+            try:
+                return "step", self.ckpt.latest_loadable(below, ignored)
+            except CheckpointError as exc:  # raised on every rank below, not on rank 0 alone
+                return "error", str(exc)
+
         below: int | None = None
         touched: str | None = None
         while True:
-            latest = hdist.broadcast_object(
-                self.ckpt.latest_loadable(below, ignored) if self.env.is_rank0 else None)
+            kind, latest = hdist.broadcast_object(pick(below) if self.env.is_rank0 else None)
+            if kind == "error":
+                raise CheckpointError(latest)
             if latest is None:
                 if touched is not None:
                     raise CheckpointError(
