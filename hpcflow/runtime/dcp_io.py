@@ -39,7 +39,7 @@ _PARALLEL_BYTES = 1 << 20
 #: Bytes read at a time for the parts of a file this rank does not load.
 _SKIP_BYTES = 8 << 20
 #: Chunks of a large read: each is hashed on a helper thread while the next one is read.
-_CHUNK_BYTES = 8 << 20
+_CHUNK_BYTES = 4 << 20
 #: Tensor items at least this large are read straight into their target.
 _DIRECT_BYTES = 1 << 20
 METADATA = ".metadata"
@@ -174,8 +174,8 @@ def _reader_class() -> type:
             if entry is None:
                 raise ChecksumMismatch(f"{where} {MISMATCH_WORDS}: the record does not list it")
             algorithms = checksum.checked_algorithms(entry, self.key)
-            return open(where, "rb", buffering=0), checksum.StreamDigest(self.key, algorithms), \
-                str(where)
+            digest = checksum.StreamDigest(self.key, algorithms, all_cores=True)
+            return open(where, "rb", buffering=0), digest, str(where)
 
         def _verify(self, relative: str, digest: checksum.StreamDigest, where: str) -> None:
             problem = checksum.mismatch(where, self.files[relative], digest.result())
