@@ -39,8 +39,8 @@ from hpcflow.runtime.dcp_io import (
     ChecksumMismatch,
     checksum_writer,
     mismatch_message,
-    verifying_reader,
 )
+from hpcflow.runtime.dcp_read import verifying_reader
 
 #: ``on_event(event, step)``; called on the thread where the event happens (see CheckpointManager).
 EventHook = Callable[[str, int], None]
@@ -263,7 +263,7 @@ class CheckpointManager(AsyncSaves):
 
     def load(self, step: int, state: dict[str, Any]) -> None:
         """Read committed checkpoint ``step`` into ``state`` in place (collective), checking
-        every file's digests as it is read (:func:`hpcflow.runtime.dcp_io.verifying_reader`).
+        every file's digests as it is read (:func:`hpcflow.runtime.dcp_read.verifying_reader`).
 
         Stateful entries get ``load_state_dict`` called with what was read. A save in flight is
         waited for first.

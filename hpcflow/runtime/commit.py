@@ -276,7 +276,7 @@ def digest_problem(directory: Path, record: dict[str, Any], key: bytes | None = 
     listed file has its recorded digests: SHA-256 (version 1), CRC32C and, with ``key``, keyed
     BLAKE3 (version 2); entries without a digest (records older than digests) are not
     checked. A restore does not call this: it checks while it reads
-    (:func:`hpcflow.runtime.dcp_io.verifying_reader`).
+    (:func:`hpcflow.runtime.dcp_read.verifying_reader`).
 
     Cost: one read of every listed file.
     """

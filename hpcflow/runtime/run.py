@@ -223,73 +223,17 @@ class Run:
             return 0
         for path in self.ckpt.clean_partial():
             log(self.env, f"removed partial checkpoint {path}")
-        latest = self._load_newest_sound(state, before_load)
+        from hpcflow.runtime.restore import load_newest_sound
+
+        latest = load_newest_sound(
+            self.ckpt, self.env,
+            lambda same_world: {"app": self._app(state, restore_rng=same_world)}, before_load)
         if latest is None:
             self._last_boundary = time.monotonic()
             return 0
         self._beat(SECTION_STEP)
         self.report_resume(latest)
         return latest
-
-    def _load_newest_sound(self, state: Mapping[str, Any],
-                           before_load: Callable[[int], None] | None) -> int | None:
-        """Load the newest committed checkpoint whose record and bytes pass their checks; the
-        step loaded, or None when there was none to load.
-
-        Rank 0 picks the newest whose record passes (sizes, and the MAC when the run has a
-        key); every rank loads it, checking each file's digests while reading
-        (:meth:`CheckpointManager.load`). One that fails is logged, passed over, and the
-        previous one loaded over what it left in ``state``.
-
-        Raises:
-            CheckpointError: a load failed for another reason, or a checkpoint failed its
-                check after some of its tensors were loaded and no older one is left (the
-                state is no longer the program's own initial state).
-        """
-        from hpcflow.runtime.commit import read_commit_record, step_dir
-        from hpcflow.runtime.dcp_io import ChecksumMismatch
-
-        def ignored(why: str) -> None:
-            log(self.env, why)
-
-        def pick(below: int | None) -> tuple[str, Any]:
-            try:
-                return "step", self.ckpt.latest_loadable(below, ignored)
-            except CheckpointError as exc:  # raised on every rank below, not on rank 0 alone
-                return "error", str(exc)
-
-        below: int | None = None
-        touched: str | None = None
-        while True:
-            kind, latest = hdist.broadcast_object(pick(below) if self.env.is_rank0 else None)
-            if kind == "error":
-                raise CheckpointError(latest)
-            if latest is None:
-                if touched is not None:
-                    raise CheckpointError(
-                        f"{touched}, and no older committed checkpoint passes its checks; the "
-                        "state was partly loaded from it, so the run does not start from "
-                        f"scratch: move the checkpoints out of {self.ckpt.root} to start anew")
-                return None
-            record = read_commit_record(step_dir(self.ckpt.root, latest)) or {}
-            if self.env.is_rank0 and record.get("mac") is None and record.get("version") == 2:
-                log(self.env, f"checkpoint {step_dir(self.ckpt.root, latest)}: no key at "
-                              f"{self.ckpt.key_file}, so its keyed digests are not checked "
-                              "(CRC32C only)")
-            same_world = record.get("world_size") == self.env.world_size
-            if before_load is not None:
-                before_load(latest)
-            try:
-                self.ckpt.load(latest, {"app": self._app(state, restore_rng=same_world)})
-                return latest
-            except ChecksumMismatch as exc:
-                what = str(exc).splitlines()[0]
-                if self.env.is_rank0:
-                    log(self.env, f"checkpoint {step_dir(self.ckpt.root, latest)} is ignored: "
-                                  f"{what[:600]}; the previous committed checkpoint is used "
-                                  "instead")
-                touched = f"checkpoint {step_dir(self.ckpt.root, latest)} failed its check"
-                below = latest
 
     def report_resume(self, step: int) -> None:
         """Rank 0 prints ``hpcflow-resume`` (a framework adapter resumed from ``step``)."""
