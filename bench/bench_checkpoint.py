@@ -19,6 +19,8 @@ One process (world of 1) saves a state of ``--size-gib`` GiB of float32 tensors 
   as the bytes are written, commit record, rename);
 - restore: ``load(step, state)`` of that checkpoint into a second state of the same shapes, its
   files dropped from the page cache first: every file's checksums checked while it is read;
+  for reference, DCP's own ``FileSystemReader`` (no check) and the SHA-256 pass over every file
+  that version 1 records cost after the write and before the load are timed too;
 - async save: ``save(step, state, blocking=False)`` returns after copying the state into CPU
   staging buffers; a stand-in training loop (matrix products that update one tensor of the
   state) then runs until the background write has committed. "Blocked" is the time inside
@@ -120,6 +122,16 @@ def checksum_speeds(nbytes: int = 256 * 2**20) -> dict[str, float]:
     return speeds
 
 
+def sha256_pass_s(directory: Path) -> float:
+    """Seconds to read every file of ``directory`` and hash it with SHA-256: what a commit of
+    record version 1 added after the write, and its restore before the load."""
+    from hpcflow.runtime import commit as ckpt_dirs
+
+    started = time.perf_counter()
+    ckpt_dirs.list_files(directory)
+    return time.perf_counter() - started
+
+
 def dd_write_s(path: Path, nbytes: int) -> float | None:
     """Seconds for ``dd if=/dev/zero bs=64M conv=fsync`` of ``nbytes``, or None without dd."""
     if shutil.which("dd") is None:
@@ -173,6 +185,7 @@ def async_save(manager, step: int, state, train_step) -> dict:  # noqa: ANN001
 def measure(args: argparse.Namespace, root: Path) -> dict:
     """Every measurement, ``args.repeats`` times, interleaved."""
     import torch
+    import torch.distributed.checkpoint as dcp
 
     from hpcflow.runtime.checkpoint import CheckpointManager
 
@@ -201,7 +214,8 @@ def measure(args: argparse.Namespace, root: Path) -> dict:
     sync_mgr = CheckpointManager(root / "sync", keep=args.repeats + 2)
     async_mgr = CheckpointManager(root / "async", keep=args.repeats + 2)
     runs: dict[str, list] = {"raw_s": [], "raw_read_s": [], "dd_s": [], "sync_s": [],
-                             "restore_s": [], "async": []}
+                             "restore_s": [], "dcp_load_s": [], "v1_commit_s": [],
+                             "v1_verify_s": [], "async": []}
     for rep in range(args.repeats + 1):  # one more async save: the first one is cold
         if rep < args.repeats:
             os.sync()
@@ -212,13 +226,21 @@ def measure(args: argparse.Namespace, root: Path) -> dict:
             started = time.perf_counter()
             sync_mgr.save(rep + 1, state)
             runs["sync_s"].append(time.perf_counter() - started)
-            drop_cache(root / "sync" / f"step_{rep + 1}")
+            directory = root / "sync" / f"step_{rep + 1}"
+            runs["v1_commit_s"].append(sha256_pass_s(directory))  # warm, as the commit did
+            drop_cache(directory)
             started = time.perf_counter()
             sync_mgr.load(rep + 1, target)
             runs["restore_s"].append(time.perf_counter() - started)
             if not torch.equal(target["model"]["layer1.weight"], state["model"]["layer1.weight"]):
                 raise SystemExit("the restored state differs from the saved one")
-            shutil.rmtree(root / "sync" / f"step_{rep + 1}")
+            drop_cache(directory)
+            started = time.perf_counter()
+            dcp.load(target, storage_reader=dcp.FileSystemReader(directory), no_dist=True)
+            runs["dcp_load_s"].append(time.perf_counter() - started)
+            drop_cache(directory)
+            runs["v1_verify_s"].append(sha256_pass_s(directory))  # cold, as the restore did
+            shutil.rmtree(directory)
         os.sync()
         runs["async"].append(async_save(async_mgr, rep + 1, state, train_step))
         shutil.rmtree(root / "async" / f"step_{rep + 1}")
@@ -259,6 +281,8 @@ def report(m: dict) -> dict:
         "raw_read_gib_s": raw_read, "restore_s": restore_s, "restore_gib_s": gib / restore_s,
         "restore_ratio": restore_s / median(m["raw_read_s"]),
         "restore_ratio_paired": restore_paired, "checksum_gib_s": m["checksums"],
+        "dcp_load_s": median(m["dcp_load_s"]), "v1_commit_extra_s": median(m["v1_commit_s"]),
+        "v1_verify_extra_s": median(m["v1_verify_s"]),
         "async_blocked_s_warm": blocked_warm, "async_blocked_s_cold": cold["blocked_s"],
         "async_total_s": async_total, "async_write_gib_s": gib / async_total,
         "blocked_ratio": blocked_warm / sync_s, "blocked_ratio_cold": cold["blocked_s"] / sync_s,
@@ -278,6 +302,10 @@ def report(m: dict) -> dict:
     print(f"  -> restore ratio restore/raw read    {out['restore_ratio']:7.3f}   "
           f"{verdict(out['restore_ratio'], GOAL_RESTORE_RATIO, at_least=False)}"
           f"   (median of per-round ratios {restore_paired:.3f})")
+    print(f"  for reference: DCP's own reader, no check, {out['dcp_load_s']:.2f} s; version 1 "
+          f"records read every file back for SHA-256 after the write (+{out['v1_commit_extra_s']:.2f}"
+          f" s, from the page cache) and again before the load (+{out['v1_verify_extra_s']:.2f} s,"
+          " from the disk)")
     speeds = ", ".join(f"{name} {v:.2f}" for name, v in m["checksums"].items())
     print(f"  checksums in memory, one core (GiB/s): {speeds}; disk: write {raw:.3f}, "
           f"read {raw_read:.3f}")
