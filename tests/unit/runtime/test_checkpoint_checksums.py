@@ -118,6 +118,7 @@ def test_a_save_reads_nothing_back_and_records_what_was_written(tmp_path, monkey
     manager = CheckpointManager(tmp_path / "ckpt", key_file=tmp_path / "key")
     state = make_state(0)
     manager.save(3, {"app": state["model"].state_dict()})
+    assert torch.serialization.get_crc32_options() is True  # off only while DCP wrote
     key = (tmp_path / "key").read_bytes()
     assert stat.S_IMODE((tmp_path / "key").stat().st_mode) == 0o600 and len(key) == 32
     directory = tmp_path / "ckpt" / "step_3"
