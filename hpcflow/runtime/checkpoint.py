@@ -198,8 +198,9 @@ class CheckpointManager(AsyncSaves):
         A save still in flight is waited for first (and its failure raised). Saving the step
         that is in flight again does not write it twice: ``blocking=True`` waits for it.
 
-        Cost, blocking: a sharded write of the state by every rank (fsync of each file), DCP's
-        collectives and three small ones, the record and one rename on rank 0. Non-blocking: the
+        Cost, blocking: a sharded write of the state by every rank (fsync of each file), each
+        file's CRC32C and keyed BLAKE3 computed as its bytes are written (no file is read back),
+        DCP's collectives and four small ones, the record and one rename on rank 0. Non-blocking: the
         caller pays one copy of the state into CPU staging buffers (as large as this rank's
         state, kept for the next save) and two small collectives; a background thread does the
         rest.
