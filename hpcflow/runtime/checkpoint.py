@@ -142,11 +142,13 @@ class CheckpointManager(AsyncSaves):
         return ckpt_dirs.latest_verified(self.root, on_ignored, self.key())
 
     def latest_loadable(self, below: int | None = None,
-                        on_ignored: Callable[[str], None] | None = None) -> int | None:
+                        on_ignored: Callable[[str], None] | None = None, *,
+                        set_aside: bool = False) -> int | None:
         """The highest committed step (below ``below`` when given) whose record passes the
         checks that need no file read: listed sizes (:func:`~hpcflow.runtime.commit.scan`) and,
         when the run has a key, the record's MAC. Each newer one that fails is passed over and
-        ``on_ignored`` told why. Local: call it on rank 0 and broadcast the result.
+        ``on_ignored`` told why; with ``set_aside`` it is also renamed out of the way
+        (:meth:`set_aside`). Local: call it on rank 0 and broadcast the result.
 
         Raises:
             CheckpointError: the key file exists but is unusable (mode, size).
@@ -160,10 +162,24 @@ class CheckpointManager(AsyncSaves):
                 ckpt_dirs.record_problem(record, key)
             if problem is None:
                 return step
+            where = f"; {self.set_aside(step)}" if set_aside else ""
             if on_ignored is not None:
                 on_ignored(f"checkpoint {directory} is ignored: {problem}; the previous "
-                           "committed checkpoint is used instead")
+                           f"committed checkpoint is used instead{where}")
         return None
+
+    def set_aside(self, step: int) -> str:
+        """Rename committed ``step_<step>/``, which failed its checks, to
+        ``step_<step>.damaged/`` (:func:`hpcflow.runtime.commit.set_aside`), so that the step
+        can be saved again. Local (rank 0).
+
+        Returns:
+            What was done, for the log: where it went, or why it stayed.
+        """
+        try:
+            return f"moved to {ckpt_dirs.set_aside(self.root, step)} for inspection"
+        except OSError as exc:
+            return f"it could not be moved aside ({exc.strerror or exc})"
 
     def key(self) -> bytes | None:
         """The run's checkpoint key, or None before the first save made it.

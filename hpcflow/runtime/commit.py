@@ -431,6 +431,29 @@ def publish(root: Path, step: int) -> Path:
     return target
 
 
+def set_aside(root: Path, step: int) -> Path:
+    """Rename committed ``step_<step>/`` to ``step_<step>.damaged/`` (``.damaged-2`` and on when
+    taken): a checkpoint that failed its checks is kept for inspection, is never loaded, pruned
+    or mirrored (no layout matches the name), and a later save of the same step can be
+    committed.
+
+    Returns:
+        The new path.
+
+    Raises:
+        OSError: the rename failed.
+    """
+    source = step_dir(root, step)
+    target = root / f"step_{step}.damaged"
+    n = 1
+    while target.exists() or target.is_symlink():
+        n += 1
+        target = root / f"step_{step}.damaged-{n}"
+    os.rename(source, target)
+    fsync_dir(root)
+    return target
+
+
 def prune(root: Path, keep: int) -> list[Path]:
     """Delete all but the last ``keep`` committed checkpoints.
 

@@ -41,7 +41,7 @@ def load_newest_sound(ckpt: Any, env: Any, app_state: Callable[[bool], dict[str,
 
     def pick(below: int | None) -> tuple[str, Any]:
         try:
-            step = ckpt.latest_loadable(below, ignored)
+            step = ckpt.latest_loadable(below, ignored, set_aside=True)
             if step is not None and ckpt.key() is None:
                 record = read_commit_record(step_dir(ckpt.root, step)) or {}
                 if any("blake3_keyed" in f for f in record.get("files", [])):
@@ -73,9 +73,9 @@ def load_newest_sound(ckpt: Any, env: Any, app_state: Callable[[bool], dict[str,
             ckpt.load(latest, app_state(record.get("world_size") == env.world_size))
             return latest
         except ChecksumMismatch as exc:
-            if env.is_rank0:
+            if env.is_rank0:  # the other ranks are past their reads: rank 0 alone renames
                 what = str(exc).splitlines()[0][:600]
                 log(env, f"checkpoint {directory} is ignored: {what}; the previous committed "
-                         "checkpoint is used instead")
+                         f"checkpoint is used instead; {ckpt.set_aside(latest)}")
             touched = f"checkpoint {directory} failed its check"
             below = latest

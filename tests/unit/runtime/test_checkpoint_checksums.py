@@ -108,6 +108,26 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one_loaded_whole(
     else:  # found while reading
         assert "step_4 is ignored" in err and named in err, err
         assert "previous committed checkpoint is used instead" in err
+        assert f"moved to {tmp_path / 'ckpt' / 'step_4.damaged'}" in err
+        assert (tmp_path / "ckpt" / "step_4.damaged" / SHARD).is_file()
+
+
+def test_the_step_of_a_damaged_checkpoint_is_saved_again_after_the_fallback(tmp_path):
+    saved = two_checkpoints(tmp_path)
+    flip_byte(tmp_path / "ckpt" / "step_4" / SHARD)
+    with Run.from_env(environ(tmp_path)) as run:
+        state = make_state(seed=1)
+        assert run.restore(state) == 2
+        for step in (3, 4):
+            for p in state["model"].parameters():
+                p.data.add_(float(step))
+            run.step_done(step, state)
+    assert ckpt_dirs.scan(tmp_path / "ckpt").committed == [2, 4]
+    fresh = make_state(seed=2)
+    with Run.from_env(environ(tmp_path)) as run:
+        assert run.restore(fresh) == 4
+    for got, want in zip(weights(fresh), saved[4], strict=True):
+        assert torch.equal(got, want)
 
 
 def test_a_save_reads_nothing_back_and_records_what_was_written(tmp_path, monkeypatch):
@@ -162,6 +182,7 @@ def test_a_swap_without_the_key_is_caught_and_one_with_it_is_not(tmp_path, capsy
     assert "another key" in capsys.readouterr().err
 
     # The same planted checkpoint, its record re-signed with the run's own key: it loads.
+    (tmp_path / "ckpt" / "step_4.damaged").rename(tmp_path / "ckpt" / "step_4")
     record_path = tmp_path / "ckpt" / "step_4" / ckpt_dirs.COMMIT_NAME
     key = (tmp_path / "run" / ".hpcflow" / "checkpoint.key").read_bytes()
     record = json.loads(record_path.read_text())
