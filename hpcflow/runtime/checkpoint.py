@@ -245,11 +245,11 @@ class CheckpointManager(AsyncSaves):
         self._emit("save_start", step)
         self._on_rank0(f"prepare checkpoint of step {step}", lambda: self._prepare(step))
         self._emit("prepared", step)
-        flat, error = None, None
+        key, error = self._shared_key()
+        flat = None
         try:  # a local failure here must not leave the other ranks waiting inside DCP
-            key = self.key()
             if key is None:
-                raise FileNotFoundError(f"the checkpoint key {self.key_file} is missing")
+                raise FileNotFoundError(error or f"the checkpoint key {self.key_file} is missing")
             flat = self._flatten(state)
             if not blocking:
                 flat = self._stage(flat)
@@ -297,7 +297,9 @@ class CheckpointManager(AsyncSaves):
         record = ckpt_dirs.read_commit_record(directory)
         if record is None:
             raise CheckpointError(f"{directory} is not a committed checkpoint; it is never loaded")
-        key = self.key()
+        key, error = self._shared_key()
+        if error is not None:
+            raise CheckpointError(error)
         problem = ckpt_dirs.record_problem(record, key)
         if problem is not None:
             raise ChecksumMismatch(f"{directory} {MISMATCH_WORDS}: {problem}")
@@ -315,6 +317,26 @@ class CheckpointManager(AsyncSaves):
 
     def _remove_partial(self) -> list[Path]:
         return ckpt_dirs.remove_partial(self.root)
+
+    def _shared_key(self) -> tuple[bytes | None, str | None]:
+        """``(key, None)`` as rank 0 reads it (None before the first save), or ``(None, why)``
+        when it cannot be used; the same on every rank (collective: one small broadcast on the
+        checkpoint group). Only rank 0 reads the file: a file another node created a moment
+        ago may not be visible yet through a network file system's attribute cache."""
+        outcome: tuple[bytes | None, str | None] = (None, None)
+        if hdist.get_rank() == 0:
+            try:
+                outcome = (self.key(), None)
+            except CheckpointError as exc:
+                outcome = (None, str(exc))
+        group = self._coord_group()
+        if group is None:
+            return outcome
+        import torch.distributed as dist
+
+        shared: list[Any] = [outcome]
+        dist.broadcast_object_list(shared, src=0, group=group)
+        return shared[0]
 
     def _prepare(self, step: int) -> Path:
         """Rank 0, before a save: the run's key (made at the first save), a fresh ``.tmp``."""
