@@ -267,3 +267,18 @@ def test_a_key_others_can_read_is_refused_with_its_path_and_mode(tmp_path):
     os.chmod(tmp_path / "key", 0o644)
     with pytest.raises(CheckpointError, match=r"key .* mode 0644; only 0600"):
         manager.load(1, {"w": torch.zeros(4)})
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_large_tensors_load_exactly_into_their_targets(tmp_path, layout):
+    """A tensor of 1 MiB or more is read straight into a contiguous CPU target, or through the
+    reused buffer into any other (a GPU tensor, a strided view), its checksum checked."""
+    manager = CheckpointManager(tmp_path / "ckpt", key_file=tmp_path / "key")
+    saved = {"w": torch.rand(512, 1024), "b": torch.rand(3), "n": 7}
+    manager.save(1, saved)
+    target = {"w": torch.zeros(512, 1024) if layout == "contiguous"
+              else torch.zeros(1024, 512).t(), "b": torch.zeros(3), "n": 0}
+    assert target["w"].is_contiguous() == (layout == "contiguous")
+    manager.load(1, target)
+    assert torch.equal(target["w"], saved["w"]) and torch.equal(target["b"], saved["b"])
+    assert target["n"] == 7
