@@ -1,16 +1,26 @@
-"""Benchmark: checkpoint write throughput against the same disk's raw sequential write, and the
-time an async save blocks the training loop against a sync save.
+"""Benchmark: checkpoint write throughput against the same disk's raw sequential write, restore
+(checksums checked while reading, plus the load) against a raw read, and the time an async save
+blocks the training loop against a sync save.
 
-Goals (issue #3): checkpoint GiB/s / raw GiB/s >= 0.8 for a state of at least 1 GiB; training
-loop blocked by an async save / by a sync save <= 0.1. All figures are medians over repeats,
-measured side by side in one run on one directory; it never fails on time.
+Goals: checkpoint GiB/s / raw write GiB/s >= 0.8 for a state of at least 1 GiB; restore seconds /
+raw read seconds <= 1.25; training loop blocked by an async save / by a sync save <= 0.1. All
+figures are medians over repeats, measured side by side in one run on one directory; it never
+fails on time. The header gives the cores, the load, a first raw write of the disk and the
+checksums' own speed in memory.
 
 One process (world of 1) saves a state of ``--size-gib`` GiB of float32 tensors with
 ``hpcflow.runtime.checkpoint.CheckpointManager``:
 
 - raw write: Python ``write`` of the same number of bytes in 64 MiB blocks, then ``fsync``
   (as ``dd bs=64M conv=fsync``; ``dd if=/dev/zero`` itself is also timed when present);
-- sync save: ``save(step, state)`` (DCP write with fsync of every file, commit record, rename);
+- raw read: that file, its pages dropped from the page cache first
+  (``posix_fadvise(POSIX_FADV_DONTNEED)`` after the fsync), read in 64 MiB blocks;
+- sync save: ``save(step, state)`` (DCP write with fsync of every file, the checksums computed
+  as the bytes are written, commit record, rename);
+- restore: ``load(step, state)`` of that checkpoint into a second state of the same shapes, its
+  files dropped from the page cache first: every file's checksums checked while it is read;
+  for reference, DCP's own ``FileSystemReader`` (no check) and the SHA-256 pass over every file
+  that version 1 records cost after the write and before the load are timed too;
 - async save: ``save(step, state, blocking=False)`` returns after copying the state into CPU
   staging buffers; a stand-in training loop (matrix products that update one tensor of the
   state) then runs until the background write has committed. "Blocked" is the time inside
@@ -39,6 +49,7 @@ from machine import header, median, verdict
 GIB = 2**30
 BLOCK_BYTES = 64 * 2**20
 GOAL_THROUGHPUT_RATIO = 0.8
+GOAL_RESTORE_RATIO = 1.25
 GOAL_BLOCKED_RATIO = 0.1
 
 
@@ -52,8 +63,21 @@ def make_state(nbytes: int):  # noqa: ANN201 - a DCP state dict
     return {"model": layers, "step": 0}
 
 
-def raw_write_s(path: Path, nbytes: int) -> float:
-    """Seconds to write ``nbytes`` sequentially and fsync them (file removed afterwards)."""
+def drop_cache(path: Path) -> None:
+    """Drop the clean pages of ``path`` (a file, or every file below a folder) from the page
+    cache, so the next read comes from the disk (``posix_fadvise(2)``, ``POSIX_FADV_DONTNEED``;
+    written pages must be fsynced first)."""
+    for file in [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]:
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def raw_write_read_s(path: Path, nbytes: int) -> tuple[float, float]:
+    """Seconds to write ``nbytes`` sequentially and fsync them, and to read them back after the
+    pages were dropped from the cache (file removed afterwards)."""
     block = memoryview(os.urandom(2**20) * (BLOCK_BYTES // 2**20))
     started = time.perf_counter()
     with open(path, "wb", buffering=0) as handle:
@@ -61,9 +85,51 @@ def raw_write_s(path: Path, nbytes: int) -> float:
         while left > 0:
             left -= handle.write(block[: min(left, BLOCK_BYTES)])
         os.fsync(handle.fileno())
-    elapsed = time.perf_counter() - started
+    write_s = time.perf_counter() - started
+    drop_cache(path)
+    buffer = bytearray(BLOCK_BYTES)
+    started = time.perf_counter()
+    with open(path, "rb", buffering=0) as handle:
+        while handle.readinto(buffer):
+            pass
+    read_s = time.perf_counter() - started
     path.unlink()
-    return elapsed
+    return write_s, read_s
+
+
+def checksum_speeds(nbytes: int = 256 * 2**20) -> dict[str, float]:
+    """GiB/s of each checksum over ``nbytes`` in memory, on this thread (best of 3)."""
+    import hashlib
+
+    from hpcflow.runtime import checksum
+
+    data = memoryview(os.urandom(2**20) * (nbytes // 2**20))
+    key = bytes(range(32))
+    runs = {
+        "crc32c": lambda: checksum.StreamDigest(None, (checksum.CRC32C,)).update(data),
+        "blake3_keyed": lambda: checksum.StreamDigest(key, (checksum.BLAKE3_KEYED,)).update(data),
+        "both (as written)": lambda: checksum.StreamDigest(key).update(data),
+        "sha256 (before)": lambda: hashlib.sha256(data),
+    }
+    speeds = {}
+    for name, run in runs.items():
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            run()
+            best = min(best, time.perf_counter() - started)
+        speeds[name] = nbytes / GIB / best
+    return speeds
+
+
+def sha256_pass_s(directory: Path) -> float:
+    """Seconds to read every file of ``directory`` and hash it with SHA-256: what a commit of
+    record version 1 added after the write, and its restore before the load."""
+    from hpcflow.runtime import commit as ckpt_dirs
+
+    started = time.perf_counter()
+    ckpt_dirs.list_files(directory)
+    return time.perf_counter() - started
 
 
 def dd_write_s(path: Path, nbytes: int) -> float | None:
@@ -119,6 +185,7 @@ def async_save(manager, step: int, state, train_step) -> dict:  # noqa: ANN001
 def measure(args: argparse.Namespace, root: Path) -> dict:
     """Every measurement, ``args.repeats`` times, interleaved."""
     import torch
+    import torch.distributed.checkpoint as dcp
 
     from hpcflow.runtime.checkpoint import CheckpointManager
 
@@ -139,21 +206,41 @@ def measure(args: argparse.Namespace, root: Path) -> dict:
         baseline.append(time.perf_counter() - t)
     warm = CheckpointManager(root / "warmup", keep=1)  # first-call costs of DCP, not the disk
     warm.save(1, make_state(2**20))
+    warm.load(1, make_state(2**20))
     shutil.rmtree(root / "warmup")
+    target = make_state(nbytes)  # restored into: the same shapes, other values
     # keep > rounds: no pruning inside a timed save; each round's checkpoints are removed
     # between timings, and os.sync() before each timing flushes what earlier steps left dirty.
     sync_mgr = CheckpointManager(root / "sync", keep=args.repeats + 2)
     async_mgr = CheckpointManager(root / "async", keep=args.repeats + 2)
-    runs: dict[str, list] = {"raw_s": [], "dd_s": [], "sync_s": [], "async": []}
+    runs: dict[str, list] = {"raw_s": [], "raw_read_s": [], "dd_s": [], "sync_s": [],
+                             "restore_s": [], "dcp_load_s": [], "v1_commit_s": [],
+                             "v1_verify_s": [], "async": []}
     for rep in range(args.repeats + 1):  # one more async save: the first one is cold
         if rep < args.repeats:
             os.sync()
-            runs["raw_s"].append(raw_write_s(root / "raw.bin", nbytes))
+            write_s, read_s = raw_write_read_s(root / "raw.bin", nbytes)
+            runs["raw_s"].append(write_s)
+            runs["raw_read_s"].append(read_s)
             os.sync()
             started = time.perf_counter()
             sync_mgr.save(rep + 1, state)
             runs["sync_s"].append(time.perf_counter() - started)
-            shutil.rmtree(root / "sync" / f"step_{rep + 1}")
+            directory = root / "sync" / f"step_{rep + 1}"
+            runs["v1_commit_s"].append(sha256_pass_s(directory))  # warm, as the commit did
+            drop_cache(directory)
+            started = time.perf_counter()
+            sync_mgr.load(rep + 1, target)
+            runs["restore_s"].append(time.perf_counter() - started)
+            if not torch.equal(target["model"]["layer1.weight"], state["model"]["layer1.weight"]):
+                raise SystemExit("the restored state differs from the saved one")
+            drop_cache(directory)
+            started = time.perf_counter()
+            dcp.load(target, storage_reader=dcp.FileSystemReader(directory), no_dist=True)
+            runs["dcp_load_s"].append(time.perf_counter() - started)
+            drop_cache(directory)
+            runs["v1_verify_s"].append(sha256_pass_s(directory))  # cold, as the restore did
+            shutil.rmtree(directory)
         os.sync()
         runs["async"].append(async_save(async_mgr, rep + 1, state, train_step))
         shutil.rmtree(root / "async" / f"step_{rep + 1}")
@@ -161,7 +248,8 @@ def measure(args: argparse.Namespace, root: Path) -> dict:
         if rep < args.repeats and (dd := dd_write_s(root / "dd.bin", nbytes)) is not None:
             runs["dd_s"].append(dd)
         last = runs["async"][-1]
-        sync_text = f"raw {runs['raw_s'][-1]:.2f} s, sync save {runs['sync_s'][-1]:.2f} s, " \
+        sync_text = f"raw write {runs['raw_s'][-1]:.2f} s, sync save {runs['sync_s'][-1]:.2f} " \
+            f"s, raw read {runs['raw_read_s'][-1]:.2f} s, restore {runs['restore_s'][-1]:.2f} s, " \
             if rep < args.repeats else "(extra) "
         print(f"  {'cold' if rep == 0 else 'warm'} round {rep + 1}: {sync_text}async save blocked "
               f"{last['blocked_s']:.3f} s of {last['total_s']:.2f} s", flush=True)
@@ -182,10 +270,19 @@ def report(m: dict) -> dict:
     async_total = median([r["total_s"] for r in warm])
     during = median([r["step_s"] for r in warm if r["steps"]])
     paired = median([r / s for r, s in zip(m["raw_s"], m["sync_s"], strict=True)])
+    raw_read = gib / median(m["raw_read_s"])
+    restore_s = median(m["restore_s"])
+    restore_paired = median([r / s for r, s in zip(m["restore_s"], m["raw_read_s"],
+                                                    strict=True)])
     out = {
         "state_gib": gib, "repeats": len(m["sync_s"]), "throughput_ratio_paired": paired,
         "raw_gib_s": raw, "dd_gib_s": dd, "sync_save_gib_s": ckpt,
         "throughput_ratio": ckpt / raw, "sync_save_s": sync_s,
+        "raw_read_gib_s": raw_read, "restore_s": restore_s, "restore_gib_s": gib / restore_s,
+        "restore_ratio": restore_s / median(m["raw_read_s"]),
+        "restore_ratio_paired": restore_paired, "checksum_gib_s": m["checksums"],
+        "dcp_load_s": median(m["dcp_load_s"]), "v1_commit_extra_s": median(m["v1_commit_s"]),
+        "v1_verify_extra_s": median(m["v1_verify_s"]),
         "async_blocked_s_warm": blocked_warm, "async_blocked_s_cold": cold["blocked_s"],
         "async_total_s": async_total, "async_write_gib_s": gib / async_total,
         "blocked_ratio": blocked_warm / sync_s, "blocked_ratio_cold": cold["blocked_s"] / sync_s,
@@ -199,6 +296,19 @@ def report(m: dict) -> dict:
     print(f"  -> throughput ratio checkpoint/raw   {out['throughput_ratio']:7.3f}   "
           f"{verdict(out['throughput_ratio'], GOAL_THROUGHPUT_RATIO, at_least=True)}"
           f"   (median of per-round ratios {paired:.3f})")
+    print(f"  raw read (dropped from the cache)     {raw_read:7.3f} GiB/s")
+    print(f"  restore (checksums + load)           {gib / restore_s:7.3f} GiB/s   "
+          f"({restore_s:.2f} s)")
+    print(f"  -> restore ratio restore/raw read    {out['restore_ratio']:7.3f}   "
+          f"{verdict(out['restore_ratio'], GOAL_RESTORE_RATIO, at_least=False)}"
+          f"   (median of per-round ratios {restore_paired:.3f})")
+    print(f"  for reference: DCP's own reader, no check, {out['dcp_load_s']:.2f} s; version 1 "
+          f"records read every file back for SHA-256 after the write (+{out['v1_commit_extra_s']:.2f}"
+          f" s, from the page cache) and again before the load (+{out['v1_verify_extra_s']:.2f} s,"
+          " from the disk)")
+    speeds = ", ".join(f"{name} {v:.2f}" for name, v in m["checksums"].items())
+    print(f"  checksums in memory, one core (GiB/s): {speeds}; disk: write {raw:.3f}, "
+          f"read {raw_read:.3f}")
     print(f"  async save: loop blocked {blocked_warm:.3f} s warm, {cold['blocked_s']:.3f} s "
           f"cold (first save allocates the staging buffers); committed after {async_total:.2f} s "
           f"({out['async_write_gib_s']:.3f} GiB/s)")
@@ -235,7 +345,18 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-checkpoint-", dir=base))
     print("\n".join(header("hpcflow checkpoint benchmark", root)), flush=True)
     try:
-        figures = report(measure(args, root))
+        probe_bytes = min(int(args.size_gib * GIB), 256 * 2**20)
+        probe_write_s, probe_read_s = raw_write_read_s(root / "probe.bin", probe_bytes)
+        speeds = checksum_speeds()
+        print(f"disk:     raw write + fsync {probe_bytes / GIB / probe_write_s:.3f} GiB/s, raw read "
+              f"{probe_bytes / GIB / probe_read_s:.3f} GiB/s ({probe_bytes >> 20} MiB, first "
+              f"probe; medians below); cores usable {len(os.sched_getaffinity(0))}, load "
+              f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print("checksum: " + ", ".join(f"{name} {v:.2f} GiB/s" for name, v in speeds.items())
+              + " (in memory, one core)", flush=True)
+        measured = measure(args, root)
+        measured["checksums"] = speeds
+        figures = report(measured)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.json:

@@ -158,6 +158,9 @@ REASON_NETWORK_FALLBACK = "network_fallback"
 # ---- The run directory's state folder.
 STATE_DIR = ".hpcflow"
 LEDGER_FILE = "events.jsonl"
+#: The run's checkpoint key (32 random bytes, mode 0600), made by rank 0 at the first save: the
+#: keyed digests of every commit record (docs/checkpoints.md, "What is trusted").
+CHECKPOINT_KEY_FILE = "checkpoint.key"
 
 # ---- Tags of rank 0's machine-readable lines (``<tag> <json>`` on stdout).
 TAG_START = "hpcflow-start"
@@ -264,6 +267,11 @@ def state_dir(run_dir: Path) -> Path:
 def ledger_path(run_dir: Path) -> Path:
     """``<run_dir>/.hpcflow/events.jsonl``: one JSON event per line, appended by every attempt."""
     return state_dir(run_dir) / LEDGER_FILE
+
+
+def checkpoint_key_path(run_dir: Path) -> Path:
+    """``<run_dir>/.hpcflow/checkpoint.key``: the run's checkpoint key, outside the checkpoints."""
+    return state_dir(run_dir) / CHECKPOINT_KEY_FILE
 
 
 def attempt_suffix(job_id: str, restart: int) -> str:

@@ -18,6 +18,7 @@ Every collective of a save runs on a gloo group of its own, never on the trainin
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import CheckpointError
+from hpcflow.runtime import checksum
 from hpcflow.runtime import commit as ckpt_dirs
 from hpcflow.runtime import dist as hdist
 from hpcflow.runtime.async_save import (
@@ -32,6 +34,13 @@ from hpcflow.runtime.async_save import (
     SaveResult,  # noqa: F401 - re-exported
     dcp_errors,
 )
+from hpcflow.runtime.dcp_io import (
+    MISMATCH_WORDS,
+    ChecksumMismatch,
+    checksum_writer,
+    mismatch_message,
+)
+from hpcflow.runtime.dcp_read import verifying_reader
 
 #: ``on_event(event, step)``; called on the thread where the event happens (see CheckpointManager).
 EventHook = Callable[[str, int], None]
@@ -72,6 +81,9 @@ class CheckpointManager(AsyncSaves):
         host: ``(node_rank, local_rank)`` when every host has its own checkpoint folder (a
             SageMaker job of several instances): each host publishes its own files and rank 0
             commits them all (:mod:`hpcflow.runtime.host_local`); None: one shared folder.
+        key_file: the run's checkpoint key (32 bytes, mode 0600), outside the checkpoint folder;
+            rank 0 creates it at the first save. Default: ``<root>.key`` beside the folder
+            (:class:`~hpcflow.runtime.run.Run` uses ``<run_dir>/.hpcflow/checkpoint.key``).
 
     Raises:
         ValueError: ``keep`` < 1, ``interval_steps`` < 0 or ``coord_timeout_s`` <= 0.
@@ -87,6 +99,7 @@ class CheckpointManager(AsyncSaves):
         on_event: EventHook | None = None,
         coord_timeout_s: float = DEFAULT_COORD_TIMEOUT_S,
         host: tuple[int, int] | None = None,
+        key_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep={keep}: at least the newest checkpoint must be kept")
@@ -95,6 +108,9 @@ class CheckpointManager(AsyncSaves):
         if coord_timeout_s <= 0:
             raise ValueError(f"coord_timeout_s={coord_timeout_s} must be positive")
         self.root = Path(root)
+        absolute = self.root.absolute()
+        self.key_file = Path(key_file) if key_file is not None else \
+            absolute.with_name(absolute.name + ".key")
         self.keep = keep
         self.interval_steps = interval_steps
         self.extra_record = dict(extra_record or {})
@@ -124,11 +140,64 @@ class CheckpointManager(AsyncSaves):
         return steps[-1] if steps else None
 
     def latest_verified(self, on_ignored: Callable[[str], None] | None = None) -> int | None:
-        """The highest committed step whose files match their recorded SHA-256; a newer one that
-        does not match is passed over, and ``on_ignored`` told why
-        (:func:`hpcflow.runtime.commit.latest_verified`). Local read of the whole chosen
-        checkpoint: call it on rank 0 and broadcast the result."""
-        return ckpt_dirs.latest_verified(self.root, on_ignored)
+        """The highest committed step whose record and files match their recorded digests,
+        read in full now; a newer one that does not match is passed over, and ``on_ignored``
+        told why (:func:`hpcflow.runtime.commit.latest_verified`). Local read of the whole chosen
+        checkpoint. A restore does not need it: :meth:`load` checks while it reads."""
+        return ckpt_dirs.latest_verified(self.root, on_ignored, self.key())
+
+    def latest_loadable(self, below: int | None = None,
+                        on_ignored: Callable[[str], None] | None = None, *,
+                        set_aside: bool = False) -> int | None:
+        """The highest committed step (below ``below`` when given) whose record passes the
+        checks that need no file read: listed sizes (:func:`~hpcflow.runtime.commit.scan`) and,
+        when the run has a key, the record's MAC. Each newer one that fails is passed over and
+        ``on_ignored`` told why; with ``set_aside`` it is also renamed out of the way
+        (:meth:`set_aside`). Local: call it on rank 0 and broadcast the result.
+
+        Raises:
+            CheckpointError: the key file exists but is unusable (mode, size).
+        """
+        steps = [s for s in self.committed_steps() if below is None or s < below]
+        key = self.key() if steps else None
+        for step in reversed(steps):
+            directory = ckpt_dirs.step_dir(self.root, step)
+            record = ckpt_dirs.read_commit_record(directory)
+            problem = "its record is gone" if record is None else \
+                ckpt_dirs.record_problem(record, key)
+            if problem is None:
+                return step
+            where = f"; {self.set_aside(step)}" if set_aside else ""
+            if on_ignored is not None:
+                on_ignored(f"checkpoint {directory} is ignored: {problem}; the previous "
+                           f"committed checkpoint is used instead{where}")
+        return None
+
+    def set_aside(self, step: int) -> str:
+        """Rename committed ``step_<step>/``, which failed its checks, to
+        ``step_<step>.damaged/`` (:func:`hpcflow.runtime.commit.set_aside`), so that the step
+        can be saved again. Local (rank 0).
+
+        Returns:
+            What was done, for the log: where it went, or why it stayed.
+        """
+        try:
+            return f"moved to {ckpt_dirs.set_aside(self.root, step)} for inspection"
+        except OSError as exc:
+            return f"it could not be moved aside ({exc.strerror or exc})"
+
+    def key(self) -> bytes | None:
+        """The run's checkpoint key, or None before the first save made it.
+
+        Raises:
+            CheckpointError: the key file exists but is unusable (a symlink, not 32 bytes,
+                readable by others).
+        """
+        try:
+            return checksum.read_key_file(self.key_file)
+        except OSError as exc:
+            raise CheckpointError(f"the checkpoint key {self.key_file} cannot be used: "
+                                  f"{exc.strerror or exc}") from exc
 
     def clean_partial(self) -> list[Path]:
         """Wait for a save in flight, then rank 0 removes partial directories (``step_<N>.tmp/``,
@@ -154,8 +223,9 @@ class CheckpointManager(AsyncSaves):
         A save still in flight is waited for first (and its failure raised). Saving the step
         that is in flight again does not write it twice: ``blocking=True`` waits for it.
 
-        Cost, blocking: a sharded write of the state by every rank (fsync of each file), DCP's
-        collectives and three small ones, the record and one rename on rank 0. Non-blocking: the
+        Cost, blocking: a sharded write of the state by every rank (fsync of each file), each
+        file's CRC32C and keyed BLAKE3 computed as its bytes are written (no file is read back),
+        DCP's collectives and four small ones, the record and one rename on rank 0. Non-blocking: the
         caller pays one copy of the state into CPU staging buffers (as large as this rank's
         state, kept for the next save) and two small collectives; a background thread does the
         rest.
@@ -182,11 +252,13 @@ class CheckpointManager(AsyncSaves):
             return final
         self._wait_quietly()
         self._emit("save_start", step)
-        self._on_rank0(f"prepare checkpoint of step {step}",
-                       lambda: ckpt_dirs.fresh_tmp_dir(self.root, step))
+        self._on_rank0(f"prepare checkpoint of step {step}", lambda: self._prepare(step))
         self._emit("prepared", step)
-        flat, error = None, None
+        key, error = self._shared_key()
+        flat = None
         try:  # a local failure here must not leave the other ranks waiting inside DCP
+            if key is None:
+                raise FileNotFoundError(error or f"the checkpoint key {self.key_file} is missing")
             flat = self._flatten(state)
             if not blocking:
                 flat = self._stage(flat)
@@ -196,11 +268,12 @@ class CheckpointManager(AsyncSaves):
         if error is not None:
             self._emit("failed", step)
             raise CheckpointError(error)
+        write = functools.partial(self._write_and_commit, key=key)
         if blocking:
-            self._write_and_commit(flat, step)
+            write(flat, step)
             return final
         self._emit("staged", step)
-        self._submit(self._write_and_commit, flat, step, started, time.monotonic() - started)
+        self._submit(write, flat, step, started, time.monotonic() - started)
         return final
 
     def close(self) -> None:
@@ -215,31 +288,69 @@ class CheckpointManager(AsyncSaves):
             self._close_async()
 
     def load(self, step: int, state: dict[str, Any]) -> None:
-        """Read committed checkpoint ``step`` into ``state`` in place (collective).
+        """Read committed checkpoint ``step`` into ``state`` in place (collective), checking
+        every file's digests as it is read (:func:`hpcflow.runtime.dcp_read.verifying_reader`).
 
         Stateful entries get ``load_state_dict`` called with what was read. A save in flight is
         waited for first.
 
         Raises:
+            ChecksumMismatch: the record's MAC or a file's bytes differ from the record (on
+                every rank); tensors read before the mismatch was known are in ``state``
+                already: load an older checkpoint over it.
             CheckpointError: ``step_<step>/`` is not committed, or DCP could not read it (e.g. a
                 key of ``state`` is missing from the checkpoint).
         """
         self._wait_quietly()
         directory = ckpt_dirs.step_dir(self.root, step)
-        if ckpt_dirs.read_commit_record(directory) is None:
+        record = ckpt_dirs.read_commit_record(directory)
+        if record is None:
             raise CheckpointError(f"{directory} is not a committed checkpoint; it is never loaded")
+        key, error = self._shared_key()
+        if error is not None:
+            raise CheckpointError(error)
+        problem = ckpt_dirs.record_problem(record, key)
+        if problem is not None:
+            raise ChecksumMismatch(f"{directory} {MISMATCH_WORDS}: {problem}")
         import torch.distributed.checkpoint as dcp
 
+        reader = verifying_reader(directory, record["files"], key)
         try:
-            dcp.load(state, storage_reader=dcp.FileSystemReader(directory),
-                     no_dist=not hdist.is_distributed())
+            dcp.load(state, storage_reader=reader, no_dist=not hdist.is_distributed())
         except dcp_errors() as exc:
+            if (why := mismatch_message(exc)) is not None:
+                raise ChecksumMismatch(why) from exc
             raise CheckpointError(f"loading the checkpoint {directory} failed: {exc}") from exc
 
     # ---- internals
 
     def _remove_partial(self) -> list[Path]:
         return ckpt_dirs.remove_partial(self.root)
+
+    def _shared_key(self) -> tuple[bytes | None, str | None]:
+        """``(key, None)`` as rank 0 reads it (None before the first save), or ``(None, why)``
+        when it cannot be used; the same on every rank (collective: one small broadcast on the
+        checkpoint group). Only rank 0 reads the file: a file another node created a moment
+        ago may not be visible yet through a network file system's attribute cache."""
+        outcome: tuple[bytes | None, str | None] = (None, None)
+        if hdist.get_rank() == 0:
+            try:
+                outcome = (self.key(), None)
+            except CheckpointError as exc:
+                outcome = (None, str(exc))
+        group = self._coord_group()
+        if group is None:
+            return outcome
+        import torch.distributed as dist
+
+        shared: list[Any] = [outcome]
+        dist.broadcast_object_list(shared, src=0, group=group)
+        return shared[0]
+
+    def _prepare(self, step: int) -> Path:
+        """Rank 0, before a save: the run's key (made at the first save), a fresh ``.tmp``."""
+        checksum.new_key_file(self.key_file)
+        return ckpt_dirs.fresh_tmp_dir(self.root, step)
 
     def _emit(self, event: str, step: int) -> None:
         if self.on_event is not None:
@@ -253,8 +364,9 @@ class CheckpointManager(AsyncSaves):
 
         return {k: v.state_dict() if isinstance(v, Stateful) else v for k, v in state.items()}
 
-    def _write_and_commit(self, state: Any, step: int) -> float:
-        """Write with DCP, then commit on rank 0; every rank returns or raises the same outcome.
+    def _write_and_commit(self, state: Any, step: int, key: bytes) -> float:
+        """Write with DCP, computing each file's digests as it goes, then gather them and commit
+        on rank 0; every rank returns or raises the same outcome.
 
         Runs on the writer thread for an async save. Uses only the checkpoint group.
 
@@ -266,9 +378,11 @@ class CheckpointManager(AsyncSaves):
         tmp = ckpt_dirs.tmp_dir(self.root, step)
         try:
             self._emit("write_start", step)
+            writer = checksum_writer(tmp, key, lambda: self._emit("write_data", step),
+                                     lambda: self._emit("finish", step))
             try:
-                dcp.save(state, storage_writer=_observed_writer(tmp, self._emit, step),
-                         process_group=self._coord_group(), no_dist=not hdist.is_distributed())
+                dcp.save(state, storage_writer=writer, process_group=self._coord_group(),
+                         no_dist=not hdist.is_distributed())
             except dcp_errors() as exc:  # DCP gathers every rank's failure, raises on all
                 raise CheckpointError(
                     f"writing the checkpoint of step {step} to {tmp} failed: {exc}"
@@ -276,25 +390,38 @@ class CheckpointManager(AsyncSaves):
             # DCP's last step gathers every rank's write result on rank 0 (each file fsynced
             # with sync_files=True) before rank 0 writes .metadata: every rank has written.
             self._emit("written", step)
+            streamed = self._gather_digests(writer.digests)
             if self.host is None:
-                self._on_rank0(f"commit checkpoint of step {step}", lambda: self._commit(step))
+                self._on_rank0(f"commit checkpoint of step {step}",
+                               lambda: self._commit(step, streamed, key))
             else:
                 from hpcflow.runtime.host_local import commit_across_hosts
 
                 commit_across_hosts(self.root, step, self.keep, self.extra_record,
-                                    local_rank=self.host[1],
-                                    group=self._coord_group())
+                                    local_rank=self.host[1], group=self._coord_group(),
+                                    streamed=streamed, key=key)
             self._emit("committed", step)
         except BaseException:
             self._emit("failed", step)
             raise
         return time.monotonic()
 
-    def _commit(self, step: int) -> None:
+    def _gather_digests(self, local: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Every rank's ``{file: digests}`` merged (one small ``all_gather_object``)."""
+        group = self._coord_group()
+        if group is None:
+            return dict(local)
+        import torch.distributed as dist
+
+        tables: list[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(tables, local, group=group)
+        return {name: entry for table in tables for name, entry in (table or {}).items()}
+
+    def _commit(self, step: int, streamed: dict[str, dict[str, Any]], key: bytes) -> None:
         ckpt_dirs.check_committable(self.root, step)
         world_size = hdist.get_world_size()
         ckpt_dirs.write_commit_record(ckpt_dirs.tmp_dir(self.root, step), step, world_size,
-                                   self.extra_record)
+                                      self.extra_record, streamed=streamed, key=key)
         self._emit("record_written", step)
         ckpt_dirs.publish(self.root, step)
         self._emit("renamed", step)
@@ -337,22 +464,3 @@ class CheckpointManager(AsyncSaves):
         if error is not None:
             raise CheckpointError(error)
         return result
-
-
-def _observed_writer(path: Path, emit: EventHook, step: int) -> Any:
-    """DCP's ``FileSystemWriter`` (fsync of every file, refuses an existing checkpoint) that
-    reports ``write_data`` and ``finish`` to ``emit``."""
-    import torch.distributed.checkpoint as dcp
-
-    class ObservedWriter(dcp.FileSystemWriter):
-        def write_data(self, plan: Any, planner: Any) -> Any:
-            emit("write_data", step)
-            return super().write_data(plan, planner)
-
-        def finish(self, metadata: Any, results: Any) -> None:
-            emit("finish", step)
-            super().finish(metadata, results)
-
-    return ObservedWriter(path, sync_files=True, overwrite=False)
-
-

@@ -11,13 +11,15 @@ A directory counts as committed only if its record parses, names the same step, 
 "Checkpoints") and every file it lists is present with the listed size. Everything here is plain
 file-system work (no torch), so it is tested on a temporary directory.
 
-The record also holds each file's SHA-256. :func:`latest_verified` checks them before a
-checkpoint is loaded and passes over one whose bytes changed (a corrupted shard of the right
-size, or a file someone else replaced) for the previous committed one. Records written before
-the digests existed have none and are loaded on their sizes alone. A checkpoint is trusted like
-code (DCP unpickles ``.metadata``, :mod:`hpcflow.runtime.rng` unpickles the RNG states): the
-digests catch a change after the commit, not a writer who rewrites the record as well
-(docs/checkpoints.md, "What is trusted").
+The record (``version`` 2) also holds each file's CRC32C and keyed BLAKE3, computed while DCP
+wrote the bytes (:mod:`hpcflow.runtime.dcp_io`), and a MAC over the whole record made with the
+run's key (:mod:`hpcflow.runtime.checksum`). A restore checks the MAC before anything is read
+(:func:`record_problem`) and each file's digests while it is read, and passes over a checkpoint
+that fails for the previous committed one. Records without ``version`` (1) hold each file's
+SHA-256, checked the same way while read; records older still have none and are loaded on their
+sizes alone. A checkpoint is trusted like code (DCP unpickles ``.metadata``,
+:mod:`hpcflow.runtime.rng` unpickles the RNG states): the digests catch a change after the commit,
+and the keyed ones a writer without the key (docs/checkpoints.md, "What is trusted").
 
 Committing is two steps, :func:`write_commit_record` then :func:`publish` (the rename); a crash
 between them leaves a ``.tmp`` directory, which is never loaded.
@@ -40,12 +42,16 @@ from typing import Any
 
 from hpcflow.fsutil import fsync_dir, write_json_atomic
 from hpcflow.protocol import STEP_DIR_RE
+from hpcflow.runtime import checksum
 
 COMMIT_NAME = "hpcflow-commit.json"
 #: The file DCP's ``FileSystemWriter.finish`` writes on the coordinator after every rank's shards
 #: are written (torch/distributed/checkpoint/filesystem.py): without it a directory is partial.
 DCP_METADATA = ".metadata"
 RECORD_FORMAT = "hpcflow-checkpoint/1"
+#: ``version`` of the records written now: 2 = CRC32C and keyed BLAKE3 per file, and a MAC.
+#: A record without the member is version 1 (SHA-256 per file, or no digest at all).
+RECORD_VERSION = 2
 _STEP_DIR = STEP_DIR_RE
 _TMP_DIR = re.compile(r"^step_(\d+)\.tmp$")
 _READ_BYTES = 1024 * 1024
@@ -106,33 +112,74 @@ def sha256_file(path: Path) -> str:
 
 def list_files(directory: Path) -> list[dict[str, Any]]:
     """Every regular file below ``directory`` (except the record) as ``{"path", "size_bytes",
-    "sha256"}``, sorted by path; paths are relative with ``/`` separators.
+    "sha256"}``, sorted by path; paths are relative with ``/`` separators: the files of a
+    version 1 record (no longer written by the runtime; kept to make and check such records).
 
-    Cost: one read of every file (the whole checkpoint), :data:`_HASH_THREADS` files at a time;
-    SHA-256 runs at roughly 0.5-2 GB/s per core, so on a fast file system a checkpoint of
-    ``S`` GB adds about ``S / (2 * threads)`` to ``S / threads`` seconds to its commit, on the
-    committing rank (in the background thread for an asynchronous save).
+    Cost: one read of every file (the whole checkpoint), :data:`_HASH_THREADS` files at a time.
     """
-    paths = [p for p in sorted(directory.rglob("*")) if p.is_file() and p.name != COMMIT_NAME]
+    paths = _files(directory)
     with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
         digests = list(pool.map(sha256_file, paths))
     return [{"path": p.relative_to(directory).as_posix(), "size_bytes": p.stat().st_size,
              "sha256": digest} for p, digest in zip(paths, digests, strict=True)]
 
 
+def _files(directory: Path) -> list[Path]:
+    return [p for p in sorted(directory.rglob("*")) if p.is_file() and p.name != COMMIT_NAME]
+
+
+def streamed_files(directory: Path, streamed: dict[str, dict[str, Any]],
+                   key: bytes | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``files`` of a version 2 record: every regular file below ``directory`` (except the
+    record) as ``{"path", "size_bytes", "crc32c", "blake3_keyed"}`` (the last only with
+    ``key``), sorted by path.
+
+    Args:
+        directory: the finished ``step_<N>.tmp/``.
+        streamed: ``{relative path: digests}`` computed while the files were written
+            (:func:`hpcflow.runtime.dcp_io.checksum_writer` of every rank, merged).
+        key: the run's key.
+
+    Returns:
+        The entries, and the paths that had to be read because ``streamed`` lacks them (or
+        holds another size): none for a save through the runtime.
+
+    Cost: one ``stat`` per file; one read of each file in the second list.
+    """
+    entries, read_back = [], []
+    for path in _files(directory):
+        relative = path.relative_to(directory).as_posix()
+        got = streamed.get(relative)
+        if got is None or got.get("size_bytes") != path.stat().st_size or \
+                (key is not None and checksum.BLAKE3_KEYED not in got):
+            got = checksum.digest_file(path, key)
+            read_back.append(relative)
+        entry = {"path": relative, "size_bytes": got["size_bytes"],
+                 checksum.CRC32C: got[checksum.CRC32C]}
+        if key is not None:
+            entry[checksum.BLAKE3_KEYED] = got[checksum.BLAKE3_KEYED]
+        entries.append(entry)
+    return entries, read_back
+
+
 def write_commit_record(
-    directory: Path, step: int, world_size: int, extra: dict[str, Any] | None = None,
-    *, more_files: list[dict[str, Any]] | None = None,
+    directory: Path, step: int, world_size: int, extra: dict[str, Any] | None = None, *,
+    streamed: dict[str, dict[str, Any]] | None = None, key: bytes | None = None,
+    more_files: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Write ``hpcflow-commit.json`` into ``directory`` durably (temp file, fsync, rename, fsync
-    of the directory).
+    """Write ``hpcflow-commit.json`` (version 2) into ``directory`` durably (temp file, fsync,
+    rename, fsync of the directory).
 
     Args:
         directory: the finished ``step_<N>.tmp/`` directory.
         step: the training step the checkpoint holds.
         world_size: ranks that wrote it.
         extra: more facts for the record (e.g. the mesh layout); must be JSON-serialisable.
-        more_files: files written on other hosts, as :func:`list_files` lists them
+        streamed: each file's digests computed while it was written (see
+            :func:`streamed_files`); a file missing from it is read and hashed here.
+        key: the run's key: with it, each file's keyed BLAKE3, the key's id and the record's
+            MAC are written.
+        more_files: files written on other hosts, as :func:`streamed_files` lists them
             (:mod:`hpcflow.runtime.host_local`); a path listed here and in ``directory`` is
             taken from ``directory``.
 
@@ -142,15 +189,20 @@ def write_commit_record(
     Raises:
         OSError: the file system refused a write, fsync or rename.
     """
-    record = {
+    files, _ = streamed_files(directory, streamed or {}, key)
+    record: dict[str, Any] = {
         "format": RECORD_FORMAT,
+        "version": RECORD_VERSION,
         "step": step,
         "time": time.time(),
         "world_size": world_size,
         "versions": library_versions(),
-        "files": _union(list_files(directory), more_files or []),
+        "files": _union(files, more_files or []),
         "extra": extra or {},
     }
+    if key is not None:
+        record["key_id"] = checksum.key_id(key)
+        record["mac"] = checksum.record_mac(record, key)
     write_json_atomic(directory / COMMIT_NAME, record, sort_keys=True)
     return record
 
@@ -189,6 +241,8 @@ def read_commit_record(directory: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT:
         return None
+    if record.get("version", 1) not in (1, RECORD_VERSION):
+        return None  # written by a later hpcflow: never loaded unchecked
     if record.get("step") != int(match.group(1)):
         return None
     files = record.get("files")
@@ -205,38 +259,69 @@ def read_commit_record(directory: Path) -> dict[str, Any] | None:
     return record
 
 
-def digest_problem(directory: Path, record: dict[str, Any]) -> str | None:
-    """Why the files of committed ``directory`` differ from its ``record``, or None when each
-    listed file has its recorded SHA-256 (entries without one, from records written before
-    digests existed, are not checked).
+def record_problem(record: dict[str, Any], key: bytes | None) -> str | None:
+    """Why ``record`` cannot be trusted with the run's ``key``, or None. Without a key nothing
+    is checked here. With one, the record must carry a MAC made with that key: a version 1
+    record, or one whose MAC was stripped, is refused, so a writer of the checkpoint folder
+    cannot fall back to the digests that need no key.
 
-    Cost: one read of every file listed with a digest.
+    Cost: one hash of the record (no checkpoint file is read).
     """
-    entries = [e for e in record.get("files", []) if isinstance(e, dict) and "sha256" in e]
-    try:
-        paths = [directory / str(e["path"]) for e in entries]
-        with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
-            digests = list(pool.map(sha256_file, paths))
-    except OSError as exc:
-        return f"a file cannot be read ({exc.strerror or exc})"
-    for entry, digest in zip(entries, digests, strict=True):
-        if digest != entry["sha256"]:
-            return f"{entry['path']} has SHA-256 {digest[:16]}..., the record says " \
-                   f"{str(entry['sha256'])[:16]}..."
+    if key is None:
+        return None
+    mac = record.get("mac")
+    if not isinstance(mac, str):
+        return "its record carries no MAC (written before keyed digests, or stripped), and " \
+               "this run has a key"
+    if mac != checksum.record_mac(record, key):
+        return f"its record's MAC does not match this run's key (key id " \
+               f"{checksum.key_id(key)}, the record names {record.get('key_id')!r}): written " \
+               "with another key, or changed after the commit"
     return None
 
 
-def latest_verified(root: Path, on_ignored: Callable[[str], None] | None = None) -> int | None:
-    """The newest committed step whose files match their recorded SHA-256 (:func:`digest_problem`),
-    or None when there is none. Each newer committed checkpoint that does not match is passed
-    over for the previous one, and ``on_ignored`` is called with why.
+def digest_problem(directory: Path, record: dict[str, Any], key: bytes | None = None
+                   ) -> str | None:
+    """Why the files of committed ``directory`` differ from its ``record``, or None when each
+    listed file has its recorded digests: SHA-256 (version 1), CRC32C and, with ``key``, keyed
+    BLAKE3 (version 2); entries without a digest (records older than digests) are not
+    checked. A restore does not call this: it checks while it reads
+    (:func:`hpcflow.runtime.dcp_read.verifying_reader`).
+
+    Cost: one read of every listed file.
+    """
+    entries = [e for e in record.get("files", []) if isinstance(e, dict)]
+    entries = [e for e in entries if checksum.checked_algorithms(e, key)]
+    try:
+        paths = [directory / str(e["path"]) for e in entries]
+        with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
+            got = list(pool.map(lambda pair: checksum.digest_file(
+                pair[0], key, checksum.checked_algorithms(pair[1], key)),
+                zip(paths, entries, strict=True)))
+    except OSError as exc:
+        return f"a file cannot be read ({exc.strerror or exc})"
+    for entry, digests in zip(entries, got, strict=True):
+        problem = checksum.mismatch(str(entry["path"]), entry, digests)
+        if problem is not None:
+            return problem.replace(" has sha256 ", " has SHA-256 ")
+    return None
+
+
+def latest_verified(root: Path, on_ignored: Callable[[str], None] | None = None,
+                    key: bytes | None = None) -> int | None:
+    """The newest committed step whose record passes :func:`record_problem` and whose files
+    match their recorded digests (:func:`digest_problem`), or None when there is none. Each
+    newer committed checkpoint that does not match is passed over for the previous one, and
+    ``on_ignored`` is called with why.
 
     Cost: one read of the chosen checkpoint (and of each one passed over); call it on one rank.
+    A restore does not need it: it checks while it loads.
     """
     for step in reversed(scan(root).committed):
         directory = step_dir(root, step)
         record = read_commit_record(directory)
-        problem = "its record is gone" if record is None else digest_problem(directory, record)
+        problem = "its record is gone" if record is None else (
+            record_problem(record, key) or digest_problem(directory, record, key))
         if problem is None:
             return step
         if on_ignored is not None:
@@ -291,10 +376,12 @@ def fresh_tmp_dir(root: Path, step: int) -> Path:
     return tmp
 
 
-def commit(root: Path, step: int, world_size: int, extra: dict[str, Any] | None = None) -> Path:
+def commit(root: Path, step: int, world_size: int, extra: dict[str, Any] | None = None, *,
+           key: bytes | None = None) -> Path:
     """Commit ``step_<step>.tmp/``: write its record, then :func:`publish` it.
 
-    Call on one rank only, after every rank finished writing.
+    Call on one rank only, after every rank finished writing. The files' digests are computed
+    here by reading them (the runtime's saves stream them instead: :func:`write_commit_record`).
 
     Returns:
         The committed directory.
@@ -306,7 +393,7 @@ def commit(root: Path, step: int, world_size: int, extra: dict[str, Any] | None 
         OSError: the file system refused a write, fsync or rename.
     """
     check_committable(root, step)
-    write_commit_record(tmp_dir(root, step), step, world_size, extra)
+    write_commit_record(tmp_dir(root, step), step, world_size, extra, key=key)
     return publish(root, step)
 
 
@@ -349,6 +436,29 @@ def publish(root: Path, step: int) -> Path:
         raise FileNotFoundError(f"{source / COMMIT_NAME} is missing; write the record first")
     if target.exists():
         raise FileExistsError(f"{target} exists already; a checkpoint is never overwritten")
+    os.rename(source, target)
+    fsync_dir(root)
+    return target
+
+
+def set_aside(root: Path, step: int) -> Path:
+    """Rename committed ``step_<step>/`` to ``step_<step>.damaged/`` (``.damaged-2`` and on when
+    taken): a checkpoint that failed its checks is kept for inspection, is never loaded, pruned
+    or mirrored (no layout matches the name), and a later save of the same step can be
+    committed.
+
+    Returns:
+        The new path.
+
+    Raises:
+        OSError: the rename failed.
+    """
+    source = step_dir(root, step)
+    target = root / f"step_{step}.damaged"
+    n = 1
+    while target.exists() or target.is_symlink():
+        n += 1
+        target = root / f"step_{step}.damaged-{n}"
     os.rename(source, target)
     fsync_dir(root)
     return target

@@ -9,7 +9,8 @@ DCP writes each rank's shards on the rank's own host, so no host sees the whole 
 while it is written. The commit then goes:
 
 1. Every rank has written (DCP's save returns on every rank after rank 0 wrote ``.metadata``).
-2. The first rank of every host but rank 0's lists its host's files (path, size, SHA-256) and
+2. The first rank of every host but rank 0's lists its host's files (path, size, the digests
+   computed while they were written: :mod:`hpcflow.runtime.dcp_io`) and
    renames its ``step_<N>.tmp/`` to ``step_<N>/``, which holds no record and so counts as
    partial (:mod:`hpcflow.runtime.commit`). The lists are gathered on rank 0.
 3. Rank 0 writes the commit record listing every host's files and renames its own folder:
@@ -51,12 +52,18 @@ def _raise_first(errors: list[str | None]) -> None:
         raise CheckpointError(first)
 
 
-def publish_host_files(root: Path, step: int) -> list[dict[str, Any]]:
+def publish_host_files(root: Path, step: int, streamed: dict[str, dict[str, Any]],
+                       key: bytes | None) -> list[dict[str, Any]]:
     """Step 2 on a host's first rank: list ``step_<step>.tmp/`` and rename it to
     ``step_<step>/`` (a record-less folder of an earlier try at the same step is replaced).
 
+    Args:
+        root, step: the checkpoint folder and the step.
+        streamed: every rank's digests computed while its files were written (gathered).
+        key: the run's checkpoint key.
+
     Returns:
-        The files, as :func:`hpcflow.runtime.commit.list_files` gives them.
+        The files, as :func:`hpcflow.runtime.commit.streamed_files` gives them.
 
     Raises:
         OSError: the file system refused the listing, the removal or the rename.
@@ -64,7 +71,7 @@ def publish_host_files(root: Path, step: int) -> list[dict[str, Any]]:
     tmp = ckpt_dirs.tmp_dir(root, step)
     if not tmp.is_dir():
         return []  # this host's ranks wrote nothing for this step
-    files = ckpt_dirs.list_files(tmp)
+    files, _ = ckpt_dirs.streamed_files(tmp, streamed, key)
     target = ckpt_dirs.step_dir(root, step)
     if target.is_dir() and not (target / ckpt_dirs.COMMIT_NAME).exists():
         shutil.rmtree(target)
@@ -74,7 +81,8 @@ def publish_host_files(root: Path, step: int) -> list[dict[str, Any]]:
 
 
 def commit_union(root: Path, step: int, world_size: int, extra: dict[str, Any],
-                 others: list[dict[str, Any]]) -> None:
+                 others: list[dict[str, Any]], streamed: dict[str, dict[str, Any]],
+                 key: bytes | None) -> None:
     """Step 3 on rank 0: the record of every host's files, then the rename (the commit point).
 
     Raises:
@@ -82,7 +90,7 @@ def commit_union(root: Path, step: int, world_size: int, extra: dict[str, Any],
     """
     ckpt_dirs.check_committable(root, step)
     ckpt_dirs.write_commit_record(ckpt_dirs.tmp_dir(root, step), step, world_size, extra,
-                                  more_files=others)
+                                  streamed=streamed, key=key, more_files=others)
     ckpt_dirs.publish(root, step)
 
 
@@ -114,7 +122,9 @@ def prune_before(root: Path, oldest_kept: int) -> list[Path]:
 
 
 def commit_across_hosts(root: Path, step: int, keep: int, extra: dict[str, Any], *,
-                        local_rank: int, group: Any) -> None:
+                        local_rank: int, group: Any,
+                        streamed: dict[str, dict[str, Any]] | None = None,
+                        key: bytes | None = None) -> None:
     """Steps 2-4 of the module docstring (collective over ``group``, every rank).
 
     Raises:
@@ -126,7 +136,7 @@ def commit_across_hosts(root: Path, step: int, keep: int, extra: dict[str, Any],
     error = None
     if leader and not rank0:
         try:
-            files = publish_host_files(root, step)
+            files = publish_host_files(root, step, streamed or {}, key)
         except OSError as exc:
             error = f"publishing this host's files of step {step} under {root} failed: {exc}"
     gathered = gather(group, (files, error))
@@ -135,7 +145,8 @@ def commit_across_hosts(root: Path, step: int, keep: int, extra: dict[str, Any],
     if rank0:
         try:
             others = [f for fs, _ in gathered[1:] for f in fs]
-            commit_union(root, step, hdist.get_world_size(), extra, others)
+            commit_union(root, step, hdist.get_world_size(), extra, others, streamed or {},
+                         key)
             kept = recorded_steps(root)[-keep:]
             oldest_kept = kept[0] if kept else step
             prune_before(root, oldest_kept)

@@ -49,6 +49,7 @@ from hpcflow.protocol import (
     TAG_START,
     TAG_STARTUP,
     TAG_STEP,
+    checkpoint_key_path,
 )
 from hpcflow.runtime import dist as hdist
 from hpcflow.runtime import leaving
@@ -106,7 +107,9 @@ class Run:
                 interval_steps=config.checkpoint_interval,
                 extra_record={"job_id": env.job_id, "restart_count": env.restart_count,
                               "parallelism": config.parallelism},
-                host=(env.node_rank, env.local_rank) if config.checkpoint_host_local else None)
+                host=(env.node_rank, env.local_rank) if config.checkpoint_host_local else None,
+                key_file=None if config.run_dir is None else checkpoint_key_path(config.run_dir),
+            )
 
     # ---- construction
 
@@ -221,21 +224,14 @@ class Run:
             return 0
         for path in self.ckpt.clean_partial():
             log(self.env, f"removed partial checkpoint {path}")
-        # Rank 0 checks every file's SHA-256 before anything is loaded (one read of the
-        # checkpoint); a checkpoint whose bytes changed is passed over for the previous one.
-        latest = hdist.broadcast_object(
-            self.ckpt.latest_verified(lambda why: log(self.env, why)) if self.env.is_rank0
-            else None)
+        from hpcflow.runtime.restore import load_newest_sound
+
+        latest = load_newest_sound(
+            self.ckpt, self.env,
+            lambda same_world: {"app": self._app(state, restore_rng=same_world)}, before_load)
         if latest is None:
             self._last_boundary = time.monotonic()
             return 0
-        from hpcflow.runtime.commit import read_commit_record, step_dir
-
-        record = read_commit_record(step_dir(self.ckpt.root, latest)) or {}
-        same_world = record.get("world_size") == self.env.world_size
-        if before_load is not None:
-            before_load(latest)
-        self.ckpt.load(latest, {"app": self._app(state, restore_rng=same_world)})
         self._beat(SECTION_STEP)
         self.report_resume(latest)
         return latest

@@ -170,3 +170,33 @@ def test_unwritable_checkpoint_dir_fails_every_rank_with_checkpoint_error(srun, 
     assert srun.wait(step) == [5] * WORLD_SIZE, step.dump()
     assert "prepare checkpoint of step 2" in step.logs[3].read_text(), step.dump()
     assert step.rank0_lines("hpcflow-checkpoint") == []
+
+
+def test_one_ranks_damaged_shard_makes_every_rank_resume_from_the_previous_checkpoint(
+    srun, baseline, tmp_path
+):
+    """A flipped byte in rank 2's file of the newest checkpoint: rank 2 finds it while it
+    reads, DCP tells every rank, and all four load the previous checkpoint and finish the
+    run bit-exact."""
+    run_dir = tmp_path / "run"
+    job_id = job_id_with_free_port()
+    step = srun.start(tmp_path / "logs", ARGS, job_id=job_id,
+                      extra_env=hpcflow_env(run_dir, job_id, 0, HPCFLOW_CHECKPOINT_INTERVAL="4"))
+    assert srun.wait(step) == [0] * WORLD_SIZE, step.dump()
+    ckpt_dir = run_dir / "checkpoints"
+    steps = sorted(int(p.name.split("_")[1]) for p in ckpt_dir.iterdir())
+    assert len(steps) == 2, steps
+    previous, newest = steps
+    shard = ckpt_dir / f"step_{newest}" / "__2_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+
+    step = srun.start(tmp_path / "logs", ARGS, job_id=job_id, restart=1,
+                      extra_env=hpcflow_env(run_dir, job_id, 1, HPCFLOW_CHECKPOINT_INTERVAL="4"))
+    assert srun.wait(step) == [0] * WORLD_SIZE, step.dump()
+    assert step.rank0_lines("hpcflow-resume") == [{"step": previous}], step.dump()
+    log = step.logs[0].read_text()
+    assert f"step_{newest} is ignored" in log and "__2_0.distcp" in log, step.dump()
+    assert (ckpt_dir / f"step_{newest}.damaged").is_dir()
+    assert step.rank0_lines("hpcflow-done")[0]["params_sha256"] == baseline["digest"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
+import blake3
+import crc32c
 import pytest
 
 from hpcflow.runtime import commit as ckpt_dirs
@@ -33,16 +34,32 @@ def test_commit_renames_tmp_and_records_files_with_sizes(tmp_path):
     record = json.loads((final / ckpt_dirs.COMMIT_NAME).read_text())
     assert record["step"] == 5 and record["world_size"] == 2
     assert record["extra"] == {"mesh": [1, 2, 1]}
-    sha = {name: hashlib.sha256(data).hexdigest()
+    crc = {name: f"{crc32c.crc32c(data):08x}"
            for name, data in {".metadata": b"meta", "__0_0.distcp": b"shard0",
                               "__1_0.distcp": b"shard-1"}.items()}
+    assert record["version"] == 2  # CRC32C per file (and keyed BLAKE3 with a key)
     assert record["files"] == [
-        {"path": ".metadata", "size_bytes": 4, "sha256": sha[".metadata"]},
-        {"path": "__0_0.distcp", "size_bytes": 6, "sha256": sha["__0_0.distcp"]},
-        {"path": "__1_0.distcp", "size_bytes": 7, "sha256": sha["__1_0.distcp"]},
+        {"path": ".metadata", "size_bytes": 4, "crc32c": crc[".metadata"]},
+        {"path": "__0_0.distcp", "size_bytes": 6, "crc32c": crc["__0_0.distcp"]},
+        {"path": "__1_0.distcp", "size_bytes": 7, "crc32c": crc["__1_0.distcp"]},
     ]
     assert "python" in record["versions"]
     assert ckpt_dirs.read_commit_record(final) == record
+
+
+def test_commit_with_a_key_records_keyed_blake3_and_a_mac_over_the_record(tmp_path):
+    key = bytes(range(32))
+    fake_shards(ckpt_dirs.tmp_dir(tmp_path, 5))
+    final = ckpt_dirs.commit(tmp_path, 5, world_size=2, key=key)
+    record = json.loads((final / ckpt_dirs.COMMIT_NAME).read_text())
+    shard = next(f for f in record["files"] if f["path"] == "__0_0.distcp")
+    assert shard["blake3_keyed"] == blake3.blake3(b"shard0", key=key).hexdigest()
+    assert shard["crc32c"] == f"{crc32c.crc32c(b'shard0'):08x}"
+    body = {k: v for k, v in record.items() if k != "mac"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    assert record["mac"] == blake3.blake3(canonical, key=key).hexdigest()
+    assert ckpt_dirs.record_problem(record, key) is None
+    assert "another key" in ckpt_dirs.record_problem(record, bytes(32))
 
 
 def test_commit_never_overwrites_a_committed_step(tmp_path):

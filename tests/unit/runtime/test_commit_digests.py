@@ -11,12 +11,26 @@ import pytest
 
 from hpcflow.runtime import commit as ckpt_dirs
 
+KEY = bytes(range(32))
 
-def committed(root: Path, step: int) -> Path:
+
+def committed(root: Path, step: int, key: bytes | None = KEY) -> Path:
     tmp = ckpt_dirs.fresh_tmp_dir(root, step)
     (tmp / "__0_0.distcp").write_bytes(b"shard-%d" % step)
     (tmp / ".metadata").write_bytes(b"meta-%d" % step)
-    return ckpt_dirs.commit(root, step, world_size=1)
+    return ckpt_dirs.commit(root, step, world_size=1, key=key)
+
+
+def committed_v1(root: Path, step: int) -> Path:
+    """A checkpoint as the version before this one committed it: SHA-256 per file, no
+    ``version`` member, no MAC."""
+    tmp = ckpt_dirs.fresh_tmp_dir(root, step)
+    (tmp / "__0_0.distcp").write_bytes(b"shard-%d" % step)
+    (tmp / ".metadata").write_bytes(b"meta-%d" % step)
+    record = {"format": ckpt_dirs.RECORD_FORMAT, "step": step, "time": 0.0, "world_size": 1,
+              "versions": {}, "files": ckpt_dirs.list_files(tmp), "extra": {}}
+    (tmp / ckpt_dirs.COMMIT_NAME).write_text(json.dumps(record))
+    return ckpt_dirs.publish(root, step)
 
 
 @pytest.mark.parametrize("name", ["__0_0.distcp", ".metadata"], ids=["shard", "metadata"])
@@ -48,7 +62,7 @@ def test_every_checkpoint_changed_gives_none(tmp_path):
 
 
 def test_a_record_written_before_digests_is_still_loaded(tmp_path):
-    directory = committed(tmp_path, 5)
+    directory = committed_v1(tmp_path, 5)
     path = directory / ckpt_dirs.COMMIT_NAME
     record = json.loads(path.read_text())
     for entry in record["files"]:
