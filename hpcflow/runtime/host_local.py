@@ -52,15 +52,16 @@ def _raise_first(errors: list[str | None]) -> None:
         raise CheckpointError(first)
 
 
-def publish_host_files(root: Path, step: int, streamed: dict[str, dict[str, Any]],
-                       key: bytes | None) -> list[dict[str, Any]]:
+def publish_host_files(root: Path, step: int, streamed: dict[str, dict[str, Any]] | None = None,
+                       key: bytes | None = None) -> list[dict[str, Any]]:
     """Step 2 on a host's first rank: list ``step_<step>.tmp/`` and rename it to
     ``step_<step>/`` (a record-less folder of an earlier try at the same step is replaced).
 
     Args:
         root, step: the checkpoint folder and the step.
-        streamed: every rank's digests computed while its files were written (gathered).
-        key: the run's checkpoint key.
+        streamed: every rank's digests computed while its files were written (gathered);
+            a file missing from it is read and hashed here.
+        key: the run's checkpoint key (None: CRC32C only).
 
     Returns:
         The files, as :func:`hpcflow.runtime.commit.streamed_files` gives them.
@@ -71,7 +72,7 @@ def publish_host_files(root: Path, step: int, streamed: dict[str, dict[str, Any]
     tmp = ckpt_dirs.tmp_dir(root, step)
     if not tmp.is_dir():
         return []  # this host's ranks wrote nothing for this step
-    files, _ = ckpt_dirs.streamed_files(tmp, streamed, key)
+    files, _ = ckpt_dirs.streamed_files(tmp, streamed or {}, key)
     target = ckpt_dirs.step_dir(root, step)
     if target.is_dir() and not (target / ckpt_dirs.COMMIT_NAME).exists():
         shutil.rmtree(target)
@@ -81,8 +82,9 @@ def publish_host_files(root: Path, step: int, streamed: dict[str, dict[str, Any]
 
 
 def commit_union(root: Path, step: int, world_size: int, extra: dict[str, Any],
-                 others: list[dict[str, Any]], streamed: dict[str, dict[str, Any]],
-                 key: bytes | None) -> None:
+                 others: list[dict[str, Any]],
+                 streamed: dict[str, dict[str, Any]] | None = None,
+                 key: bytes | None = None) -> None:
     """Step 3 on rank 0: the record of every host's files, then the rename (the commit point).
 
     Raises:
@@ -90,7 +92,7 @@ def commit_union(root: Path, step: int, world_size: int, extra: dict[str, Any],
     """
     ckpt_dirs.check_committable(root, step)
     ckpt_dirs.write_commit_record(ckpt_dirs.tmp_dir(root, step), step, world_size, extra,
-                                  streamed=streamed, key=key, more_files=others)
+                                  streamed=streamed or {}, key=key, more_files=others)
     ckpt_dirs.publish(root, step)
 
 
