@@ -182,7 +182,7 @@ class Turns:
         now = int(self._now())
         running = effects.step_alive(step_pid)
         verdict = None
-        if not state.forwarded and warning.wants_catch_check(
+        if warning.wants_catch_check(
                 protocol=job.protocol, joined=joined, ntasks=job.limits.ntasks,
                 step_running=running):
             verdict = self._catch_check()
@@ -221,8 +221,9 @@ class Turns:
                                    old_deadline_s=self.deadline_s, deadline_s=new, now_s=now,
                                    margin_s=int(job.cfg.get("requeue_margin_s", 0)),
                                    forwarded=state.forwarded)
-        for line in timer.log:
-            log(line)
+        if not self.terminated:  # after Slurm's TERM (the program's own requeue) no stop comes
+            for line in timer.log:
+                log(line)
         self.deadline_s = new
         if timer.timer_s is not None:
             self.timer_at = now + timer.timer_s

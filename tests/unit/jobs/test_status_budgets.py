@@ -69,3 +69,13 @@ def test_the_report_names_the_programs_own_requeue_and_counts_it_no_failure():
     first = rep.attempts[0]
     assert (first.outcome, first.ending) == (P.REASON_PROGRAM_REQUEUED, "program_requeued")
     assert rep.failures == []
+
+
+def test_a_cancel_slurm_has_forgotten_still_reads_cancelled():
+    events = [ev("attempt_start", 0, budgets=BUDGETS),
+              ev("job_end", 9, rc=143, reason=P.REASON_CANCELLED)]
+    st = compose_status("7", events=events, now_s=60)
+    assert (st.state, st.source, st.ending) == ("CANCELLED", "ledger", "cancelled")
+    timeout = compose_status("7", events=[*events[:1], ev("job_end", 9, rc=0,
+                                                           reason=P.REASON_TIME_LIMIT)], now_s=60)
+    assert timeout.state == "TIMEOUT"

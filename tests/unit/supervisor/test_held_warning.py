@@ -96,3 +96,15 @@ def test_a_term_that_is_not_a_requeue_records_nothing_early(turn, monkeypatch):
     t.on_term()
     assert not t.state.requeue_recorded
     assert not [e for e in ledger.read_events(t.job.paths.ledger) if e["event"] == "requeue"]
+
+
+def test_every_warning_of_an_attempt_goes_to_a_program_that_catches_it(turn):
+    """A plain sbatch --signal delivers each warning: a program that took the first and kept
+    running gets Slurm's own time-limit warning too."""
+    t, answers, sent = turn
+    answers += [CATCHING, CATCHING]
+    t.warning("USR1", step_pid=42)
+    t.warning("USR1", step_pid=42)
+    assert sent == [(42, "USR1"), (42, "USR1")]
+    signals = [e for e in ledger.read_events(t.job.paths.ledger) if e["event"] == P.EVENT_SIGNAL]
+    assert [e["forwarded"] for e in signals] == [True, True]
