@@ -27,15 +27,12 @@ between them leaves a ``.tmp`` directory, which is never loaded.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,10 +51,10 @@ RECORD_FORMAT = "hpcflow-checkpoint/1"
 RECORD_VERSION = 2
 _STEP_DIR = STEP_DIR_RE
 _TMP_DIR = re.compile(r"^step_(\d+)\.tmp$")
-_READ_BYTES = 1024 * 1024
+READ_BYTES = 1024 * 1024
 #: Files hashed at once: hashlib releases the GIL on large buffers, so threads overlap the
 #: reads and the hashing of several shards.
-_HASH_THREADS = 8
+HASH_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -97,34 +94,8 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of the file ``path``, read in 1 MiB chunks.
-
-    Raises:
-        OSError: the file cannot be read.
-    """
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_READ_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def list_files(directory: Path) -> list[dict[str, Any]]:
-    """Every regular file below ``directory`` (except the record) as ``{"path", "size_bytes",
-    "sha256"}``, sorted by path; paths are relative with ``/`` separators: the files of a
-    version 1 record (no longer written by the runtime; kept to make and check such records).
-
-    Cost: one read of every file (the whole checkpoint), :data:`_HASH_THREADS` files at a time.
-    """
-    paths = _files(directory)
-    with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
-        digests = list(pool.map(sha256_file, paths))
-    return [{"path": p.relative_to(directory).as_posix(), "size_bytes": p.stat().st_size,
-             "sha256": digest} for p, digest in zip(paths, digests, strict=True)]
-
-
-def _files(directory: Path) -> list[Path]:
+def record_files(directory: Path) -> list[Path]:
+    """Every regular file below ``directory`` but the commit record, sorted."""
     return [p for p in sorted(directory.rglob("*")) if p.is_file() and p.name != COMMIT_NAME]
 
 
@@ -147,7 +118,7 @@ def streamed_files(directory: Path, streamed: dict[str, dict[str, Any]],
     Cost: one ``stat`` per file; one read of each file in the second list.
     """
     entries, read_back = [], []
-    for path in _files(directory):
+    for path in record_files(directory):
         relative = path.relative_to(directory).as_posix()
         got = streamed.get(relative)
         if got is None or got.get("size_bytes") != path.stat().st_size or \
@@ -277,56 +248,6 @@ def record_problem(record: dict[str, Any], key: bytes | None) -> str | None:
         return f"its record's MAC does not match this run's key (key id " \
                f"{checksum.key_id(key)}, the record names {record.get('key_id')!r}): written " \
                "with another key, or changed after the commit"
-    return None
-
-
-def digest_problem(directory: Path, record: dict[str, Any], key: bytes | None = None
-                   ) -> str | None:
-    """Why the files of committed ``directory`` differ from its ``record``, or None when each
-    listed file has its recorded digests: SHA-256 (version 1), CRC32C and, with ``key``, keyed
-    BLAKE3 (version 2); entries without a digest (records older than digests) are not
-    checked. A restore does not call this: it checks while it reads
-    (:func:`hpcflow.runtime.dcp_read.verifying_reader`).
-
-    Cost: one read of every listed file.
-    """
-    entries = [e for e in record.get("files", []) if isinstance(e, dict)]
-    entries = [e for e in entries if checksum.checked_algorithms(e, key)]
-    try:
-        paths = [directory / str(e["path"]) for e in entries]
-        with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
-            got = list(pool.map(lambda pair: checksum.digest_file(
-                pair[0], key, checksum.checked_algorithms(pair[1], key)),
-                zip(paths, entries, strict=True)))
-    except OSError as exc:
-        return f"a file cannot be read ({exc.strerror or exc})"
-    for entry, digests in zip(entries, got, strict=True):
-        problem = checksum.mismatch(str(entry["path"]), entry, digests)
-        if problem is not None:
-            return problem.replace(" has sha256 ", " has SHA-256 ")
-    return None
-
-
-def latest_verified(root: Path, on_ignored: Callable[[str], None] | None = None,
-                    key: bytes | None = None) -> int | None:
-    """The newest committed step whose record passes :func:`record_problem` and whose files
-    match their recorded digests (:func:`digest_problem`), or None when there is none. Each
-    newer committed checkpoint that does not match is passed over for the previous one, and
-    ``on_ignored`` is called with why.
-
-    Cost: one read of the chosen checkpoint (and of each one passed over); call it on one rank.
-    A restore does not need it: it checks while it loads.
-    """
-    for step in reversed(scan(root).committed):
-        directory = step_dir(root, step)
-        record = read_commit_record(directory)
-        problem = "its record is gone" if record is None else (
-            record_problem(record, key) or digest_problem(directory, record, key))
-        if problem is None:
-            return step
-        if on_ignored is not None:
-            on_ignored(f"checkpoint {directory} is ignored: {problem}; the previous committed "
-                       "checkpoint is used instead")
     return None
 
 
@@ -503,3 +424,16 @@ def remove_partial(root: Path) -> list[Path]:
             directory.unlink()
         removed.append(directory)
     return removed
+
+
+#: The checks that read every file of a checkpoint live in :mod:`hpcflow.runtime.commit_checks`
+#: (a restore checks while it reads instead); their names stay reachable from here.
+_FULL_READ_CHECKS = ("digest_problem", "latest_verified", "list_files", "sha256_file")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FULL_READ_CHECKS:
+        from hpcflow.runtime import commit_checks
+
+        return getattr(commit_checks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
