@@ -187,6 +187,14 @@ EVENT_JOB_END = "job_end"
 #: The program that did not join the protocol was sent TERM before the deadline.
 EVENT_STOP = "stop"
 EVENT_MIRROR_ABANDONED = "mirror_abandoned"
+#: The S3 mirror's events (hpcflow/mirror/watch.py): an upload started, finished (``step``,
+#: ``bytes``, ``lag_s``) or failed; a pull before the first start (``step``, ``bytes``) or its
+#: failure.
+EVENT_MIRROR_START = "mirror_start"
+EVENT_MIRROR_DONE = "mirror_done"
+EVENT_MIRROR_FAILED = "mirror_failed"
+EVENT_MIRROR_PULL = "mirror_pull"
+EVENT_MIRROR_PULL_FAILED = "mirror_pull_failed"
 #: The nodes an earlier attempt excluded are in this allocation and too few others are left,
 #: so the step runs on them after all (``nodes``, ``nodelist``): Slurm did not keep the
 #: exclusion. ``report`` shows it.

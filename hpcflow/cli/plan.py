@@ -68,8 +68,13 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
     lost work, restarts and start-ups, the best checkpoint interval, and the bill (on-demand and
     spot) with the cost of one useful GPU-hour. The closed form and a seeded simulation are
     shown side by side (docs/plan.md)."""
+    from hpcflow.errors import SpecError
+    from hpcflow.fsutil import output_problem
     from hpcflow.plan.goodput import predict
     from hpcflow.plan.simulate import affordable_runs, simulate
+
+    if svg_path is not None and (problem := output_problem(svg_path)):
+        raise SpecError(f"--svg: {problem}")
 
     inputs, sources = _inputs(nodes_text, instance_type, hours_text, job_id, rate_text,
                               {"save_s": save_text, "restart_s": restart_text,

@@ -27,7 +27,7 @@ from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.jobs.hangs import suspected_hangs
 from hpcflow.jobs.intervals import interval_choice
-from hpcflow.jobs.joblog import SRUN_TASK, TIME, split_log
+from hpcflow.jobs.joblog import SRUN_TASK, TIME, split_log, split_log_counted
 from hpcflow.jobs.startup import startup_phases
 from hpcflow.protocol import (
     REASON_REQUEUED_NO_CHECKPOINT,
@@ -146,6 +146,11 @@ class GoodputReport:
         attempts: per-attempt ledgers, oldest first.
         submitted_at: Unix time of the first submission.
         failures: every failure, oldest first, with the steps it lost.
+        skipped: lines left out because they do not decode, per file: ``ledger`` (not an
+            event, or a member of the wrong kind: :mod:`hpcflow.contract`) and ``log`` (a
+            tagged line of the program's that is not JSON of the right kinds).
+        notes: figures that cannot be right (goodput over 100%: the log claims more step time
+            than the wall time), each a sentence; empty when none.
     """
 
     job_id: str
@@ -155,6 +160,8 @@ class GoodputReport:
     attempts: list[AttemptLedger]
     submitted_at: float
     failures: list[Failure] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def goodput_holding_nodes(self) -> float | None:
         """training / (wall - pending), 0..1: goodput with the time spent queued left out; None
@@ -173,7 +180,8 @@ class GoodputReport:
 def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[str, Any]],
                  log_text: str, now_s: float, alive: bool = True,
                  later_steps: Iterable[int] = (), last_ending: str = "",
-                 errors: Mapping[tuple[int, int], Any] | None = None) -> GoodputReport:
+                 errors: Mapping[tuple[int, int], Any] | None = None,
+                 ledger_skipped: int = 0) -> GoodputReport:
     """Combine ledger events and log lines into a :class:`GoodputReport`.
 
     Args:
@@ -190,8 +198,11 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
             attempt that left no end record.
         errors: the recorded exceptions, ``(restart, try) -> RankError``
             (:func:`hpcflow.jobs.tracebacks.step_errors`); each failure of that step shows its.
+        ledger_skipped: ledger lines the reader skipped (:func:`hpcflow.ledger.read_ledger`).
+
+    Time: linear in the number of events and log lines.
     """
-    tagged = split_log(log_text, job_id)
+    tagged, log_skipped = split_log_counted(log_text, job_id)
     attempts: list[AttemptLedger] = []
     for ev in events:
         if ev.get("event") == "attempt_start":
@@ -220,8 +231,14 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
               for k in ("pending", "startup", "training", "checkpointing", "lost")}
     wall = max(0.0, end - submitted_at)
     goodput = (totals["training"] / wall) if wall > 0 and attempts else None
+    notes = []
+    if goodput is not None and goodput > 1.0:
+        notes.append(f"goodput {100 * goodput:.0f}% is impossible: the log claims "
+                     f"{totals['training']:.0f} s of training in {wall:.0f} s of wall time; "
+                     "its step times (hpcflow-step step_time_s) are not to be trusted")
     return GoodputReport(job_id, round(wall, 3), totals, goodput, attempts, submitted_at,
-                         _failures(attempts, errors or {}))
+                         _failures(attempts, errors or {}),
+                         {"ledger": ledger_skipped, "log": log_skipped}, notes)
 
 
 def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> None:
@@ -305,13 +322,21 @@ def _fill_from_log(att: AttemptLedger, lines: list[tuple[str, dict[str, Any]]]) 
 def _mark_lost(attempts: list[AttemptLedger], later_jobs: set[int]) -> None:
     """A step trained in one segment (one program start) and trained again by a later one, in
     this attempt, a later attempt or a later job of the run directory, was lost."""
-    segments = [(att, seg) for att in attempts for seg in att.segments]
-    for i, (att, seg) in enumerate(segments):
-        later = later_jobs.union(*(s for _, s in segments[i + 1:]))
-        lost = {s for s in seg if s in later}
-        att.lost_s += sum(seg[s] for s in lost)
-        att.training_s += sum(t for s, t in seg.items() if s not in lost)
-        att.segment_lost.append(lost)
+    later = set(later_jobs)  # every step trained after the segment at hand: walk backwards
+    lost_of: list[set[int]] = []
+    for att in reversed(attempts):
+        for seg in reversed(att.segments):
+            lost_of.append({s for s in seg if s in later})
+            later.update(seg)
+    lost_of.reverse()
+    position = 0
+    for att in attempts:  # then forwards, so the sums add up in the order they always did
+        for seg in att.segments:
+            lost = lost_of[position]
+            position += 1
+            att.lost_s += sum(seg[s] for s in lost)
+            att.training_s += sum(t for s, t in seg.items() if s not in lost)
+            att.segment_lost.append(lost)
     for att in attempts:
         att.lost_steps = len(set().union(*att.segment_lost))
 

@@ -1,0 +1,222 @@
+"""The shapes of what crosses a file boundary into hpcflow's readers, decoded in one place.
+
+:mod:`hpcflow.protocol` names the words (events, tags, file names); this module gives the lines
+that carry them their types, so that a reader of a run directory (``status``, ``report``,
+``plan goodput --from-job``, the supervisor reading its own ledger) gets a value of the type it
+expects or a counted skip, never an exception:
+
+- :func:`loads_bounded`: one JSON line, bounded in length and in nesting depth (``json.loads``
+  of a line nested 100,000 levels deep raises ``RecursionError``, not ``ValueError``).
+- :func:`decode_event`: one ledger event (docs/protocol.md, "The ledger"): the common members
+  ``event``, ``time``, ``job_id``, ``restart`` and the members each event word is read for, each
+  of its type (:data:`EVENT_FIELDS`); an event with a member of another type is skipped whole.
+- :func:`decode_tagged`: one tagged line rank 0 prints (``hpcflow-step {...}``), the same way
+  (:data:`TAG_FIELDS`): the *program* prints these, so any text may come.
+
+Numbers: a boolean is never a number (``true`` is not ``1``), and a number is finite
+(``1e400`` reads as infinity) and within :data:`MAX_MAGNITUDE`. Versioned with
+:data:`hpcflow.protocol.PROTOCOL_VERSION`: a member added there is added here.
+
+Standard library only: the supervisor and the in-job runtime import it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hpcflow import protocol as P
+
+__all__ = ["EVENT_FIELDS", "MAX_DEPTH", "MAX_LINE_CHARS", "TAG_FIELDS", "Decoded",
+           "decode_event", "decode_events", "decode_tagged", "is_int", "is_number",
+           "loads_bounded"]
+
+#: The deepest nesting a record line may have: an event is two levels deep (``first_failure``,
+#: ``budgets``); a rank's error record one.
+MAX_DEPTH = 16
+#: The longest line decoded, in characters: an event is ~200 bytes, a rank's error record a few
+#: KiB (its traceback is bounded by the runtime).
+MAX_LINE_CHARS = 1024 * 1024
+#: The largest magnitude a number may have: above any Unix time, step, byte count or exit
+#: status a job writes, below where a float stops holding whole numbers exactly (2**53).
+MAX_MAGNITUDE = 2**53
+
+
+def loads_bounded(text: str | bytes, *, max_depth: int = MAX_DEPTH,
+                  max_chars: int = MAX_LINE_CHARS) -> Any:
+    """``json.loads(text)``, refusing a text longer than ``max_chars`` or nested deeper than
+    ``max_depth`` (before the parser recurses: its ``RecursionError`` is caught too).
+
+    Raises:
+        ValueError: not JSON, too long or too deep.
+    """
+    if len(text) > max_chars:
+        raise ValueError(f"longer than {max_chars} characters")
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    # Fast path: fewer openers than the bound cannot nest deeper than it.
+    if text.count("[") + text.count("{") > max_depth and _depth(text) > max_depth:
+        raise ValueError(f"nested deeper than {max_depth} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+def _depth(text: str) -> int:
+    """The deepest bracket nesting of ``text``, brackets inside JSON strings not counted (an
+    upper bound for a text that is not JSON: the parser refuses it anyway)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH * 4:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def is_number(value: Any) -> bool:
+    """A JSON number hpcflow takes: an int or float, not a boolean, finite, at most
+    :data:`MAX_MAGNITUDE` in magnitude."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and abs(value) <= MAX_MAGNITUDE)
+
+
+def is_int(value: Any) -> bool:
+    """A whole JSON number hpcflow takes (:func:`is_number`, and an ``int``)."""
+    return isinstance(value, int) and is_number(value)
+
+
+#: The kinds of member: a test of the value. ``?`` after a kind also allows null.
+_KINDS = {
+    "int": is_int,
+    "count": lambda v: is_int(v) and v >= 0,
+    "number": is_number,
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+    "list": lambda v: isinstance(v, list),
+    "map": lambda v: isinstance(v, dict),
+}
+
+#: The members every ledger event has (:func:`hpcflow.ledger.event_line` writes them).
+COMMON_FIELDS = {"event": "str", "time": "number", "job_id": "str", "restart": "count"}
+
+#: Per event word, the members hpcflow's readers use and their kinds (a member that is absent
+#: is fine: readers take their defaults; one of another kind skips the event).
+EVENT_FIELDS: dict[str, dict[str, str]] = {
+    P.EVENT_ATTEMPT_START: {"nodelist": "str", "budgets": "map"},
+    P.EVENT_SIGNAL: {"source": "str", "signal": "str", "cause": "str"},
+    P.EVENT_STEP_END: {"rc": "int", "ranks_exited": "count", "ranks_missing": "count",
+                       "missing": "list", "first_failure": "map", "node": "str"},
+    P.EVENT_REQUEUE: {"by": "str", "checkpoint": "bool", "cause": "str", "step": "int?",
+                      "over_budget": "bool"},
+    P.EVENT_JOB_END: {"rc": "int", "reason": "str"},
+    P.EVENT_SPOT_NOTICE: {"action": "str", "node": "str", "notice_time": "int"},
+    P.EVENT_NETWORK: {"summary": "str", "problems": "list", "fix": "str?", "stopped": "bool"},
+    P.EVENT_NODE_EXCLUDED: {"node": "str", "failures": "count", "spare": "bool"},
+    P.EVENT_PROGRAM_ERROR: {"errors": "str", "try": "count"},
+    P.EVENT_STEP_RESTART: {"step": "int?", "try": "count"},
+    P.EVENT_HANG: {"try": "count", "after_s": "number"},
+    P.EVENT_HANG_SUSPECTED: {"try": "count", "step": "int?", "timeout_s": "number",
+                             "stacks": "str"},
+    P.EVENT_HANG_CLEARED: {"try": "count", "after_s": "number"},
+    P.EVENT_MIRROR_DONE: {"step": "int", "bytes": "count", "lag_s": "number"},
+    P.EVENT_MIRROR_PULL: {"step": "int", "bytes": "count"},
+}
+
+#: Per tag rank 0 prints, the members the report reads and their kinds.
+TAG_FIELDS: dict[str, dict[str, str]] = {
+    P.TAG_STEP: {"step": "int", "step_time_s": "number"},
+    P.TAG_RESUME: {"step": "int"},
+    P.TAG_CHECKPOINT: {"save_s": "number", "failed": "bool", "step": "int?"},
+    P.TAG_STARTUP: {},
+}
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind.endswith("?"):
+        return value is None or _KINDS[kind[:-1]](value)
+    return _KINDS[kind](value)
+
+
+def _members_fit(obj: Mapping[str, Any], fields: Mapping[str, str]) -> bool:
+    return all(name not in obj or _fits(obj[name], kind) for name, kind in fields.items())
+
+
+def decode_event(obj: Any) -> dict[str, Any] | None:
+    """The ledger event ``obj`` (a decoded JSON line), or None when it is not one.
+
+    An event is a JSON object with an ``event`` word; its common members (:data:`COMMON_FIELDS`)
+    and its event's members (:data:`EVENT_FIELDS`) must be of their kinds when present. A
+    missing ``time`` or ``restart`` reads as 0 (what every reader took for it), and a whole
+    ``job_id`` as its digits. An event word hpcflow does not know (a newer writer) is kept.
+    """
+    if not isinstance(obj, dict) or not isinstance(obj.get("event"), str):
+        return None
+    if is_int(obj.get("job_id")):
+        obj["job_id"] = str(obj["job_id"])
+    obj.setdefault("time", 0)
+    obj.setdefault("restart", 0)
+    if not _members_fit(obj, COMMON_FIELDS):
+        return None
+    if not _members_fit(obj, EVENT_FIELDS.get(obj["event"], {})):
+        return None
+    return obj
+
+
+def decode_tagged(tag: str, payload: Any) -> dict[str, Any] | None:
+    """A tagged line's JSON payload if it is an object whose members the report reads are of
+    their kinds (:data:`TAG_FIELDS`); else None."""
+    if not isinstance(payload, dict) or not _members_fit(payload, TAG_FIELDS.get(tag, {})):
+        return None
+    return payload
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The events of some ledger lines, and how many lines were skipped.
+
+    Attributes:
+        events: the events that decoded, in line order.
+        skipped: lines that were not a JSON object, too long or deep, or an event with a member
+            of the wrong kind (a torn last line after a crash counts too).
+    """
+
+    events: list[dict[str, Any]]
+    skipped: int
+
+
+def decode_events(lines: Iterable[str], *, job_id: str | None = None) -> Decoded:
+    """:func:`decode_event` of each line (blank lines ignored); with ``job_id``, that job's
+    events only (an event of another job is not a skip)."""
+    events: list[dict[str, Any]] = []
+    skipped = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            event = decode_event(loads_bounded(line))
+        except ValueError:
+            event = None
+        if event is None:
+            skipped += 1
+        elif job_id is None or event.get("job_id") == job_id:
+            events.append(event)
+    return Decoded(events, skipped)

@@ -1,0 +1,92 @@
+"""hpcflow/contract.py: a record line decodes to a value of its kinds or is refused, never raises."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpcflow import contract, ledger
+from hpcflow import protocol as P
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param(DEEP, id="array-100000-deep"),
+    pytest.param('{"a":' * 100_000 + "1" + "}" * 100_000, id="object-100000-deep"),
+    pytest.param("[" * (contract.MAX_DEPTH + 1) + "]" * (contract.MAX_DEPTH + 1),
+                 id="one-past-the-bound"),
+    pytest.param('"' + "x" * (contract.MAX_LINE_CHARS + 1) + '"', id="too-long"),
+    pytest.param("{not json", id="not-json"),
+])
+def test_a_line_too_deep_long_or_broken_is_a_value_error(text):
+    with pytest.raises(ValueError):
+        contract.loads_bounded(text)
+
+
+def test_brackets_inside_strings_do_not_count_as_depth():
+    text = json.dumps({"traceback": "[" * 1000 + "{" * 1000})
+    assert contract.loads_bounded(text) == {"traceback": "[" * 1000 + "{" * 1000}
+
+
+def _event(**fields):
+    return {"event": P.EVENT_STEP_END, "time": 1.0, "job_id": "7", "restart": 0, **fields}
+
+
+@pytest.mark.parametrize("fields", [
+    pytest.param({"restart": "1"}, id="restart-a-string"),
+    pytest.param({"restart": None}, id="restart-null"),
+    pytest.param({"restart": float("inf")}, id="restart-1e400"),
+    pytest.param({"restart": True}, id="restart-a-boolean"),
+    pytest.param({"restart": -1}, id="restart-negative"),
+    pytest.param({"time": "noon"}, id="time-text"),
+    pytest.param({"time": True}, id="time-a-boolean"),
+    pytest.param({"time": 2.0**60}, id="time-past-2-53"),
+    pytest.param({"rc": [1]}, id="exit-status-a-list"),
+    pytest.param({"ranks_exited": "2"}, id="ranks-exited-text"),
+    pytest.param({"first_failure": 3}, id="first-failure-a-number"),
+])
+def test_an_event_member_of_the_wrong_kind_refuses_the_event(fields):
+    assert contract.decode_event(_event(**fields)) is None
+
+
+def test_a_well_formed_event_decodes_unchanged_and_missing_members_take_the_defaults():
+    assert contract.decode_event(_event(rc=0)) == _event(rc=0)
+    assert contract.decode_event({"event": "attempt_start", "job_id": 5}) == {
+        "event": "attempt_start", "job_id": "5", "time": 0, "restart": 0}
+    assert contract.decode_event({"event": "from_a_newer_writer", "x": [1]})["x"] == [1]
+
+
+@pytest.mark.parametrize("tag, payload, ok", [
+    pytest.param(P.TAG_STEP, {"step": "x"}, False, id="step-text"),
+    pytest.param(P.TAG_STEP, {"step": float("inf")}, False, id="step-1e400"),
+    pytest.param(P.TAG_STEP, {"step": 3, "step_time_s": True}, False, id="time-a-boolean"),
+    pytest.param(P.TAG_RESUME, {"step": None}, False, id="resume-null"),
+    pytest.param(P.TAG_CHECKPOINT, {"save_s": "1"}, False, id="save-text"),
+    pytest.param(P.TAG_STEP, {"step": 3, "step_time_s": 0.5}, True, id="good-step"),
+])
+def test_tagged_lines_are_typed(tag, payload, ok):
+    assert (contract.decode_tagged(tag, payload) is not None) is ok
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.binary(max_size=400))
+def test_any_bytes_decode_to_events_or_counted_skips(raw):
+    lines = raw.decode("utf-8", errors="replace").splitlines()
+    decoded = contract.decode_events(lines)
+    assert decoded.skipped + len(decoded.events) == sum(1 for ln in lines if ln.strip())
+    for event in decoded.events:
+        assert isinstance(event["event"], str) and contract.is_number(event["time"])
+
+
+def test_the_ledger_readers_skip_a_deep_line_and_count_it(tmp_path):
+    path = tmp_path / "events.jsonl"
+    good = ledger.event_line(P.EVENT_ATTEMPT_START, job_id="7", restart=0, time_s=5)
+    path.write_text(good + DEEP + "\n" + '{"event": "job_end", "job_id": "7", "rc": [1]}\n')
+    assert [e["event"] for e in ledger.read_events(path)] == ["attempt_start", "job_end"]
+    decoded = ledger.read_ledger(path, job_id="7")
+    assert [e["event"] for e in decoded.events] == ["attempt_start"]
+    assert decoded.skipped == 2
