@@ -13,7 +13,8 @@ from hpcflow.contract import is_number
 
 def startup_phases(payload: Mapping[str, Any]) -> dict[str, float]:
     """The seconds of each of :data:`hpcflow.protocol.STARTUP_PHASES` and ``total_s`` that the
-    record gives as a finite number (:func:`hpcflow.contract.is_number`) (a phase it could not measure is null there, and left out)."""
+    record gives as a finite number (:func:`hpcflow.contract.is_number`; a phase it could not
+    measure is null there, and left out)."""
     out: dict[str, float] = {}
     for name in (*P.STARTUP_PHASES, "total_s"):
         value = payload.get(name)
