@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from hpcflow.cli.output import JsonCommand, emit_json, handles_errors, print_table
-from hpcflow.cli.plan_args import MAX_HOURS, MAX_NODES, gpu_instance, number
+from hpcflow.cli.plan_args import MAX_HOURS, MAX_NODES, gpu_instance, known_region, number
 from hpcflow.cli.plan_layout import layout
 
 _COSTS = (("save_s", "--save-s", "blocking seconds of one checkpoint save"),
@@ -112,6 +112,7 @@ def _inputs(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
         GoodputInputs,
     )
 
+    known_region("--region", region)
     nodes = number("--nodes", nodes_text, low=1, high=MAX_NODES, integer=True, example="16")
     hours = number("--hours", hours_text, low=0, high=MAX_HOURS, low_open=True, example="720")
     gpus, _ = gpu_instance("--instance", instance_type, region)
