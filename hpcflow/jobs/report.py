@@ -205,7 +205,7 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
     tagged, log_skipped = split_log_counted(log_text, job_id)
     attempts: list[AttemptLedger] = []
     for ev in events:
-        if ev.get("event") == "attempt_start":
+        if ev.get("event") == P.EVENT_ATTEMPT_START:
             attempts.append(AttemptLedger(restart=int(ev.get("restart", 0)),
                                           start=float(ev.get("time", 0)), end=None))
         if attempts:
@@ -223,7 +223,7 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
         ready = att.end if att.end is not None else now_s
         run = (att.end if att.end is not None else now_s) - att.start
         att.startup_s = max(0.0, run - att.training_s - att.lost_s - att.checkpointing_s)
-    requeued = ("requeue", REASON_REQUEUED_NO_CHECKPOINT, P.REASON_PROGRAM_REQUEUED)
+    requeued = (P.REASON_REQUEUE, REASON_REQUEUED_NO_CHECKPOINT, P.REASON_PROGRAM_REQUEUED)
     last = attempts[-1] if attempts else None
     end = last.end if last and last.end is not None and (last.outcome not in requeued or
                                                          not alive) else now_s
@@ -249,8 +249,8 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
     att.intervals = [c for c in map(interval_choice, att.events) if c is not None]
     att.suspected_hangs = suspected_hangs(att.events)
 
-    ends = [e for e in att.events if e.get("event") in ("requeue", "job_end")]
-    step_ends = [e for e in att.events if e.get("event") == "step_end"]
+    ends = [e for e in att.events if e.get("event") in (P.EVENT_REQUEUE, P.EVENT_JOB_END)]
+    step_ends = [e for e in att.events if e.get("event") == P.EVENT_STEP_END]
     if step_ends:
         att.end = float(step_ends[-1]["time"])
         if not ends and not running:
@@ -282,10 +282,11 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
 
 def _outcome(event: Mapping[str, Any]) -> str:
     """An attempt's outcome from its last ledger event (``requeue`` or ``job_end``)."""
-    if event.get("event") == "requeue":
+    if event.get("event") == P.EVENT_REQUEUE:
         if event.get("by") == P.REQUEUED_BY_PROGRAM:
             return P.REASON_PROGRAM_REQUEUED
-        return REASON_REQUEUED_NO_CHECKPOINT if event.get("checkpoint") is False else "requeue"
+        return (REASON_REQUEUED_NO_CHECKPOINT if event.get("checkpoint") is False
+                else P.REASON_REQUEUE)
     return str(event.get("reason", "ended"))
 
 
@@ -351,7 +352,7 @@ def _failures(attempts: list[AttemptLedger],
         in_job = [e for e in att.events if e.get("event") in K.FAILURE_EVENT_KIND]
         last = len(att.segments) - 1
         # The try of the attempt's last step: one step_end per try.
-        last_try = max(0, sum(e.get("event") == "step_end" for e in att.events) - 1)
+        last_try = max(0, sum(e.get("event") == P.EVENT_STEP_END for e in att.events) - 1)
         for j, (seg, lost) in enumerate(zip(att.segments, att.segment_lost, strict=True)):
             error = errors.get((att.restart, j if j < last else last_try))
             if j < last and j < len(in_job):
