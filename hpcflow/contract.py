@@ -1,4 +1,4 @@
-"""The shapes of what crosses a file boundary into hpcflow's readers, decoded in one place.
+"""The shapes of what crosses a process or file boundary, encoded and decoded in one place.
 
 :mod:`hpcflow.protocol` names the words (events, tags, file names); this module gives the lines
 that carry them their types, so that a reader of a run directory (``status``, ``report``,
@@ -17,6 +17,10 @@ Numbers: a boolean is never a number (``true`` is not ``1``), and a number is fi
 (``1e400`` reads as infinity) and within :data:`MAX_MAGNITUDE`. Versioned with
 :data:`hpcflow.protocol.PROTOCOL_VERSION`: a member added there is added here.
 
+The supervisor's settings (:class:`SupervisorSettings`, with the step's, the watchdog's and the
+S3 mirror's) are the batch script's config: one frozen record, written by
+:func:`hpcflow.slurm.render.supervisor_config` and read by :mod:`hpcflow.supervisor`.
+
 Standard library only: the supervisor and the in-job runtime import it.
 """
 
@@ -25,14 +29,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from hpcflow import protocol as P
 
-__all__ = ["EVENT_FIELDS", "MAX_DEPTH", "MAX_LINE_CHARS", "TAG_FIELDS", "Decoded",
-           "decode_event", "decode_events", "decode_tagged", "is_int", "is_number",
-           "loads_bounded"]
+__all__ = ["EVENT_FIELDS", "MAX_DEPTH", "MAX_LINE_CHARS", "REQUIRED_SETTINGS", "TAG_FIELDS",
+           "Decoded",
+           "MirrorSettings", "StepSettings", "SupervisorSettings", "TorchrunSettings",
+           "WatchdogSettings", "decode_event", "decode_events", "decode_tagged", "is_int",
+           "is_number", "loads_bounded"]
 
 #: The deepest nesting a record line may have: an event is two levels deep (``first_failure``,
 #: ``budgets``); a rank's error record one.
@@ -220,3 +226,206 @@ def decode_events(lines: Iterable[str], *, job_id: str | None = None) -> Decoded
         elif job_id is None or event.get("job_id") == job_id:
             events.append(event)
     return Decoded(events, skipped)
+
+
+# ---- The supervisor's settings: the batch script's config, one typed record ------------------
+
+@dataclass(frozen=True)
+class TorchrunSettings:
+    """torchrun's part of the step (``launcher: torchrun``).
+
+    Attributes:
+        python: the interpreter that runs ``torch.distributed.run``.
+        nproc_per_node: ranks torchrun starts on each node.
+    """
+
+    python: str
+    nproc_per_node: int
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """The step's command: ``srun <srun> [torchrun ...] <program>``.
+
+    Attributes:
+        srun: srun's options (:func:`hpcflow.slurm.render.srun_options`).
+        torchrun: torchrun's settings, or None with ``launcher: srun``.
+        program: the program's words (interpreter first for a Python program).
+    """
+
+    srun: tuple[str, ...] = ()
+    torchrun: TorchrunSettings | None = None
+    program: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WatchdogSettings:
+    """The hang watchdog beside each step (``resilience.watchdog``).
+
+    Attributes:
+        options: its command-line options (:func:`hpcflow.slurm.render.watchdog_options`).
+        heartbeat_interval_s: seconds between a rank's heartbeats.
+    """
+
+    options: tuple[str, ...]
+    heartbeat_interval_s: float
+
+
+@dataclass(frozen=True)
+class MirrorSettings:
+    """The S3 checkpoint mirror (``checkpoint.s3_uri``).
+
+    Attributes:
+        s3_uri: where the mirror copies committed checkpoints.
+        keep: checkpoints kept there.
+    """
+
+    s3_uri: str
+    keep: int
+
+
+@dataclass(frozen=True)
+class SupervisorSettings:
+    """What :mod:`hpcflow.supervisor` needs to run an attempt: built from the spec by
+    :func:`hpcflow.slurm.render.supervisor_config`, written into the batch script as JSON
+    (:meth:`encode`), read back by the supervisor (:meth:`decode`). The defaults here are the
+    only ones: a member absent from the JSON (a batch script of another protocol version, which
+    the supervisor then ends as version skew) reads as its default.
+
+    Attributes:
+        protocol_version: :data:`hpcflow.protocol.PROTOCOL_VERSION` the script was rendered for.
+        ntasks, step_nodes: the step's ranks and nodes.
+        max_requeues, max_preemptions: the requeue budgets (``preemption.*``).
+        requeue_allowed: ``preemption.requeue``.
+        resilience: the ``resilience`` block is on; then ``max_in_job_restarts``,
+            ``max_failures`` and ``exclude_after`` are its bounds (0 without it).
+        program_protocol: ``program.protocol`` (``auto``, ``requeue``, ``handles_signal``).
+        launcher: ``srun`` or ``torchrun``.
+        requeue_margin_s: seconds before the deadline the program is stopped.
+        term_grace_s: seconds from TERM to KILL when the supervisor stops the program.
+        signal: the warning signal's name (``USR1``).
+        signal_lead_s: ``preemption.signal_lead_s`` (the batch script's ``--signal``).
+        time_limit_s: the job's time limit in seconds (the deadline without
+            ``SLURM_JOB_END_TIME``).
+        hpcflow_python: the interpreter that runs hpcflow's own processes.
+        env: the ranks' environment beside Slurm's (:func:`hpcflow.slurm.render.step_env`).
+        step: the step's command (None in a config without one: the supervisor fails when it
+            would start the step, as it always did).
+        watchdog: the hang watchdog's settings, or None without it.
+        mirror: the S3 mirror's settings, or None without it.
+        spot_watch_nodes: nodes to run a spot watcher on (0: none).
+        warm_standby: steps get a warm standby (``resilience.warm_standby``).
+        allow_shared_dir: the job was submitted with ``--allow-shared-dir``.
+    """
+
+    protocol_version: int | None = None
+    ntasks: int = 0
+    step_nodes: int = 0
+    max_requeues: int = 0
+    max_preemptions: int = 0
+    requeue_allowed: bool = False
+    resilience: bool = False
+    program_protocol: str = "auto"
+    launcher: str = "srun"
+    requeue_margin_s: int = 0
+    term_grace_s: int = 0
+    signal: str = "USR1"
+    signal_lead_s: int = 0
+    time_limit_s: int = 0
+    hpcflow_python: str = "python3"
+    env: Mapping[str, str] = field(default_factory=dict)
+    step: StepSettings | None = None
+    watchdog: WatchdogSettings | None = None
+    mirror: MirrorSettings | None = None
+    spot_watch_nodes: int = 0
+    warm_standby: bool = False
+    max_in_job_restarts: int = 0
+    max_failures: int = 0
+    exclude_after: int = 0
+    allow_shared_dir: bool = False
+
+    def encode(self) -> dict[str, Any]:
+        """The JSON form (what the batch script carries): every member, but the resilience
+        bounds only with ``resilience`` and ``allow_shared_dir`` only when true."""
+        out = asdict(self)
+        out["env"] = dict(self.env)
+        if self.step is not None:
+            out["step"]["srun"] = list(self.step.srun)
+            out["step"]["program"] = list(self.step.program)
+        if self.watchdog is not None:
+            out["watchdog"]["options"] = list(self.watchdog.options)
+        if not self.resilience:
+            for name in ("max_in_job_restarts", "max_failures", "exclude_after"):
+                del out[name]
+        if not self.allow_shared_dir:
+            del out["allow_shared_dir"]
+        return out
+
+    @classmethod
+    def decode(cls, raw: Mapping[str, Any] | SupervisorSettings, *,
+               required: tuple[str, ...] = ()) -> SupervisorSettings:
+        """The settings of the JSON form ``raw`` (a settings object is returned as it is).
+
+        Args:
+            raw: the JSON form, or a part of it (a member left out takes its default).
+            required: members that must be present (the supervisor's job requires
+                :data:`REQUIRED_SETTINGS`, the limits its rules decide by).
+
+        Raises:
+            ValueError: a required member is missing, or a member is not of its kind, naming
+                it and its value.
+        """
+        if isinstance(raw, SupervisorSettings):
+            return raw
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"the supervisor's settings are not a mapping: {raw!r:.80}")
+        if missing := [name for name in required if name not in raw]:
+            raise ValueError(f"the supervisor's settings lack {', '.join(missing)}")
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {k: v for k, v in raw.items() if k in known}
+        for name, kind in _SETTINGS_KINDS.items():
+            if name in values and not _fits(values[name], kind):
+                raise ValueError(f"supervisor setting {name!r}: {values[name]!r:.80} is not "
+                                 f"{kind.rstrip('?')}")
+        if "env" in values:
+            values["env"] = {str(k): str(v) for k, v in values["env"].items()}
+        if "step" in values:
+            values["step"] = _step(values["step"])
+        if values.get("watchdog") is not None:
+            wd = values["watchdog"]
+            interval = wd.get("heartbeat_interval_s", 0)
+            if not is_number(interval):
+                raise ValueError(f"supervisor setting 'watchdog.heartbeat_interval_s': "
+                                 f"{interval!r:.80} is not a number")
+            # Kept as JSON gave it (2 or 2.0): the ranks get its text.
+            values["watchdog"] = WatchdogSettings(tuple(str(o) for o in wd.get("options", ())),
+                                                  interval)
+        if values.get("mirror") is not None:
+            values["mirror"] = MirrorSettings(str(values["mirror"].get("s3_uri", "")),
+                                              int(values["mirror"].get("keep", 0)))
+        return cls(**values)
+
+
+#: The members a job's settings must have: the limits the supervisor's rules decide by.
+REQUIRED_SETTINGS = ("ntasks", "step_nodes", "max_requeues", "requeue_allowed", "resilience")
+
+#: The kinds of the supervisor's settings, checked by :meth:`SupervisorSettings.decode`.
+_SETTINGS_KINDS = {
+    "protocol_version": "int?", "ntasks": "count", "step_nodes": "count",
+    "max_requeues": "count", "max_preemptions": "count", "requeue_allowed": "bool",
+    "resilience": "bool", "program_protocol": "str", "launcher": "str",
+    "requeue_margin_s": "count", "term_grace_s": "count", "signal": "str",
+    "signal_lead_s": "count", "time_limit_s": "count", "hpcflow_python": "str", "env": "map",
+    "step": "map", "watchdog": "map?", "mirror": "map?", "spot_watch_nodes": "count",
+    "warm_standby": "bool", "max_in_job_restarts": "count", "max_failures": "count",
+    "exclude_after": "count", "allow_shared_dir": "bool",
+}
+
+
+def _step(raw: Mapping[str, Any]) -> StepSettings:
+    torchrun = raw.get("torchrun")
+    return StepSettings(
+        srun=tuple(str(w) for w in raw.get("srun") or ()),
+        torchrun=(TorchrunSettings(str(torchrun["python"]), int(torchrun["nproc_per_node"]))
+                  if isinstance(torchrun, Mapping) and torchrun else None),
+        program=tuple(str(w) for w in raw.get("program") or ()))

@@ -26,6 +26,7 @@ from typing import Any
 
 from hpcflow import fsutil
 from hpcflow import protocol as P
+from hpcflow.contract import SupervisorSettings
 from hpcflow.pycommand import split_python_options
 from hpcflow.supervisor import facts
 
@@ -37,14 +38,14 @@ START_AFTER_S = 30.0
 QUIT_WAIT_S = 5.0
 
 
-def standby_argv(cfg: Mapping[str, Any], *, exclude: Sequence[str], go_file: Path,
+def standby_argv(cfg: Mapping[str, Any] | SupervisorSettings, *, exclude: Sequence[str], go_file: Path,
                  modules_file: Path) -> list[str]:
     """The standby step's command: the step's own srun options with ``--overlap`` (it shares the
     running step's CPUs, memory and GPUs; srun(1), Slurm >= 21.08) and ``exclude``, then the
     program's interpreter running :mod:`hpcflow.runtime.standby` with the program's words.
 
     Args:
-        cfg: the supervisor's settings; ``cfg["step"]["program"]`` is ``[python, -m, MODULE,
+        cfg: the supervisor's settings; ``cfg.step.program`` is ``[python, -m, MODULE,
             ...]`` or ``[python, SCRIPT, ...]``, maybe with interpreter options such as ``-u``
             after ``python`` (:data:`hpcflow.pycommand.STANDBY_PYTHON_OPTIONS`; the spec
             validates it, ``resilience.warm_standby``), which the standby's interpreter gets.
@@ -52,9 +53,11 @@ def standby_argv(cfg: Mapping[str, Any], *, exclude: Sequence[str], go_file: Pat
         go_file: the file the standby waits for.
         modules_file: the module list of the running step's rank 0.
     """
-    step = cfg["step"]
-    words = list(step["program"])
-    argv = ["srun", *step["srun"], "--overlap"]
+    step = SupervisorSettings.decode(cfg).step
+    if step is None:
+        raise ValueError("the supervisor's settings have no step")
+    words = list(step.program)
+    argv = ["srun", *step.srun, "--overlap"]
     if exclude:
         argv.append(f"--exclude={','.join(exclude)}")
     options, program = split_python_options(words[1:])
@@ -82,9 +85,9 @@ class Standby:
             scancel is not waited for).
     """
 
-    def __init__(self, cfg: Mapping[str, Any], state: Path, *, job_id: str, restart: int,
-                 log: Any, popen: Any = subprocess.Popen) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Mapping[str, Any] | SupervisorSettings, state: Path, *,
+                 job_id: str, restart: int, log: Any, popen: Any = subprocess.Popen) -> None:
+        self.cfg = SupervisorSettings.decode(cfg)
         self.state = state
         self.job_id = job_id
         self.restart = restart

@@ -27,6 +27,7 @@ from typing import Any
 
 from hpcflow import fsutil, ledger
 from hpcflow import protocol as P
+from hpcflow.contract import REQUIRED_SETTINGS, SupervisorSettings
 from hpcflow.hostlist import expand_hostlist
 from hpcflow.supervisor import effects, facts, rules, sigcatch, warning
 from hpcflow.supervisor.commands import sigprobe_argv
@@ -58,32 +59,33 @@ class Job:
         run_dir, checkpoint_dir: ``HPCFLOW_RUN_DIR``, ``HPCFLOW_CHECKPOINT_DIR``.
     """
 
-    def __init__(self, cfg: Mapping[str, Any], *, job_id: str, requeue_id: str, restart: int,
-                 nodelist: str, run_dir: Path, checkpoint_dir: Path) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Mapping[str, Any] | SupervisorSettings, *, job_id: str,
+                 requeue_id: str, restart: int, nodelist: str, run_dir: Path,
+                 checkpoint_dir: Path) -> None:
+        self.cfg = cfg = SupervisorSettings.decode(cfg, required=REQUIRED_SETTINGS)
         self.job_id = job_id
         self.requeue_id = requeue_id or job_id
         self.restart = restart
         self.nodelist = nodelist
         self.paths = facts.Paths(Path(run_dir), Path(checkpoint_dir), job_id, restart)
         self.limits = rules.Limits(
-            ntasks=cfg["ntasks"], step_nodes=cfg["step_nodes"], max_requeues=cfg["max_requeues"],
-            # A batch script of an older protocol (version skew) has none; it runs no step.
-            max_preemptions=int(cfg.get("max_preemptions", 0)),
-            requeue_allowed=cfg["requeue_allowed"], resilience=cfg["resilience"],
-            max_in_job_restarts=cfg.get("max_in_job_restarts", 0),
-            max_failures=cfg.get("max_failures", 0), exclude_after=cfg.get("exclude_after", 0))
+            ntasks=cfg.ntasks, step_nodes=cfg.step_nodes, max_requeues=cfg.max_requeues,
+            # A batch script of an older protocol (version skew) has none: 0; it runs no step.
+            max_preemptions=cfg.max_preemptions,
+            requeue_allowed=cfg.requeue_allowed, resilience=cfg.resilience,
+            max_in_job_restarts=cfg.max_in_job_restarts,
+            max_failures=cfg.max_failures, exclude_after=cfg.exclude_after)
 
     @property
     def protocol(self) -> str:
         """``program.protocol`` (``auto``, ``requeue``, ``handles_signal``)."""
-        return str(self.cfg.get("program_protocol", "auto"))
+        return self.cfg.program_protocol
 
     @property
     def tasks(self) -> int:
         """The srun tasks of a step: its ranks, or one torchrun per node."""
-        if self.cfg.get("launcher", "srun") == "torchrun":
-            return int(self.cfg["step_nodes"])
+        if self.cfg.launcher == "torchrun":
+            return self.cfg.step_nodes
         return self.limits.ntasks
 
     def hosts(self) -> list[str]:
@@ -222,7 +224,7 @@ class Turns:
     def version_ok(self) -> bool:
         """The batch script speaks this hpcflow's protocol version; else ``job_end``
         ``version_skew`` is recorded with a message that says what to do."""
-        version = self.job.cfg.get("protocol_version")
+        version = self.job.cfg.protocol_version
         if version == P.PROTOCOL_VERSION:
             return True
         log(f"this job's batch script speaks hpcflow protocol version {version}, but the hpcflow "
@@ -253,7 +255,7 @@ class Turns:
                 protocol=job.protocol, joined=joined, ntasks=job.limits.ntasks,
                 step_running=running):
             verdict = self._catch_check()
-        plan = warning.on_warning(protocol=job.protocol, launcher=job.cfg.get("launcher", "srun"),
+        plan = warning.on_warning(protocol=job.protocol, launcher=job.cfg.launcher,
                                   signal=signal_name, joined=joined, ntasks=job.limits.ntasks,
                                   step_running=running, catch=verdict)
         if plan.flag:
@@ -286,7 +288,7 @@ class Turns:
         timer = warning.stop_timer(protocol=job.protocol, joined=joined,
                                    timer_armed=self.timer_at is not None,
                                    old_deadline_s=self.deadline_s, deadline_s=new, now_s=now,
-                                   margin_s=int(job.cfg.get("requeue_margin_s", 0)),
+                                   margin_s=job.cfg.requeue_margin_s,
                                    forwarded=state.forwarded)
         for line in timer.log:
             log(line)
@@ -302,7 +304,7 @@ class Turns:
         job = self.job
         reports = effects.catch_reports(sigprobe_argv(job.cfg, job_id=job.job_id, try_=self.try_,
                                                       nnodes=self.nnodes))
-        return sigcatch.forward_verdict(reports, tasks=job.tasks, signal=str(job.cfg["signal"]))
+        return sigcatch.forward_verdict(reports, tasks=job.tasks, signal=job.cfg.signal)
 
     @staticmethod
     def _catch_fields(verdict: sigcatch.CatchVerdict, forwarded: bool) -> dict[str, Any]:
@@ -343,7 +345,7 @@ class Turns:
             self.state.held = False
             self.job.event(P.EVENT_STOP, signal="TERM")
             self.state.stopped_unaware = True
-            effects.stop_program(self.job.job_id, step_pid, int(self.job.cfg["term_grace_s"]))
+            effects.stop_program(self.job.job_id, step_pid, self.job.cfg.term_grace_s)
 
     # ---- after each step, and the end -----------------------------------------------------------
     def _slurm_view(self) -> tuple[warning.SlurmView, int | None]:

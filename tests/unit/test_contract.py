@@ -90,3 +90,49 @@ def test_the_ledger_readers_skip_a_deep_line_and_count_it(tmp_path):
     decoded = ledger.read_ledger(path, job_id="7")
     assert [e["event"] for e in decoded.events] == ["attempt_start"]
     assert decoded.skipped == 2
+
+
+def _rendered(**changes):
+    from hpcflow.slurm.render import supervisor_config
+    from hpcflow.spec.job import JobSpec
+
+    spec = JobSpec.model_validate({"name": "t", "run_dir": "/scratch/t", "time_limit": "60",
+                                   "nodes": 2, "tasks_per_node": 4,
+                                   "program": {"argv": ["python3", "train.py"]}, **changes})
+    return json.loads(supervisor_config(spec, python="/venv/bin/python"))
+
+
+@pytest.mark.parametrize("changes", [
+    pytest.param({}, id="default"),
+    pytest.param({"resilience": False}, id="no-resilience"),
+    pytest.param({"launcher": "torchrun"}, id="torchrun"),
+    pytest.param({"checkpoint": {"s3_uri": "s3://my-bucket/ckpt"}}, id="mirror"),
+    pytest.param({"resilience": {"warm_standby": True}}, id="warm-standby"),
+])
+def test_the_supervisor_settings_round_trip_through_their_json_form(changes):
+    raw = _rendered(**changes)
+    settings = contract.SupervisorSettings.decode(raw)
+    assert json.loads(json.dumps(settings.encode())) == raw
+    assert settings.ntasks == 8 and settings.step.program[-1] == "train.py"
+
+
+@pytest.mark.parametrize("member, value", [
+    pytest.param("ntasks", "8", id="ntasks-text"),
+    pytest.param("ntasks", True, id="ntasks-a-boolean"),
+    pytest.param("resilience", 1, id="resilience-a-number"),
+    pytest.param("step", [], id="step-a-list"),
+    pytest.param("env", "A=1", id="env-text"),
+])
+def test_a_setting_of_the_wrong_kind_is_refused_by_name(member, value):
+    raw = {**_rendered(), member: value}
+    with pytest.raises(ValueError, match=f"supervisor setting '{member}'"):
+        contract.SupervisorSettings.decode(raw)
+
+
+def test_a_job_needs_its_limits_and_a_part_takes_defaults():
+    raw = _rendered()
+    del raw["ntasks"]
+    with pytest.raises(ValueError, match="lack ntasks"):
+        contract.SupervisorSettings.decode(raw, required=contract.REQUIRED_SETTINGS)
+    part = contract.SupervisorSettings.decode({"warm_standby": True})
+    assert part.launcher == "srun" and part.step is None and part.max_preemptions == 0

@@ -65,3 +65,40 @@ def test_no_module_compares_a_ledger_read_against_a_bare_word():
         if hits := bare_word_comparisons(path.read_text(encoding="utf-8")):
             offenders[str(path.relative_to(PKG))] = hits
     assert offenders == {}
+
+
+def shadow_defaults(source: str, fields: set[str]) -> list[tuple[int, str]]:
+    """``(line, member)`` of each ``cfg.get("member", default)`` (or ``x.cfg.get(...)``) of a
+    contract field: a second default beside the one the contract's record holds."""
+    hits = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get" and node.args
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value in fields):
+            continue
+        owner = node.func.value
+        name = owner.id if isinstance(owner, ast.Name) else \
+            owner.attr if isinstance(owner, ast.Attribute) else ""
+        if name in ("cfg", "config", "settings"):
+            hits.append((node.lineno, node.args[0].value))
+    return hits
+
+
+def test_the_shadow_default_check_sees_one():
+    fields = {"launcher"}
+    assert shadow_defaults('x = cfg.get("launcher", "srun")', fields) == [(1, "launcher")]
+    assert shadow_defaults('x = self.job.cfg.get("launcher")', fields) == [(1, "launcher")]
+    assert shadow_defaults('x = cfg.launcher', fields) == []
+
+
+def test_no_module_reads_a_supervisor_setting_with_a_default_of_its_own():
+    from dataclasses import fields
+
+    from hpcflow.contract import SupervisorSettings
+
+    names = {f.name for f in fields(SupervisorSettings)}
+    offenders = {}
+    for path in sorted(PKG.rglob("*.py")):
+        if hits := shadow_defaults(path.read_text(encoding="utf-8"), names):
+            offenders[str(path.relative_to(PKG))] = hits
+    assert offenders == {}
