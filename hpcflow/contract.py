@@ -19,7 +19,9 @@ Numbers: a boolean is never a number (``true`` is not ``1``), and a number is fi
 
 The supervisor's settings (:class:`SupervisorSettings`, with the step's, the watchdog's and the
 S3 mirror's) are the batch script's config: one frozen record, written by
-:func:`hpcflow.slurm.render.supervisor_config` and read by :mod:`hpcflow.supervisor`.
+:func:`hpcflow.slurm.render.supervisor_config` and read by :mod:`hpcflow.supervisor`. The warm
+standby's go file is :class:`GoRecord`, written by :mod:`hpcflow.supervisor.standby` and read by
+:mod:`hpcflow.runtime.standby`.
 
 Standard library only: the supervisor and the in-job runtime import it.
 """
@@ -36,7 +38,7 @@ from hpcflow import protocol as P
 
 __all__ = ["EVENT_FIELDS", "MAX_DEPTH", "MAX_LINE_CHARS", "REQUIRED_SETTINGS", "TAG_FIELDS",
            "Decoded",
-           "MirrorSettings", "StepSettings", "SupervisorSettings", "TorchrunSettings",
+           "GoRecord", "MirrorSettings", "StepSettings", "SupervisorSettings", "TorchrunSettings",
            "WatchdogSettings", "decode_event", "decode_events", "decode_tagged", "is_int",
            "is_number", "loads_bounded"]
 
@@ -429,3 +431,49 @@ def _step(raw: Mapping[str, Any]) -> StepSettings:
         torchrun=(TorchrunSettings(str(torchrun["python"]), int(torchrun["nproc_per_node"]))
                   if isinstance(torchrun, Mapping) and torchrun else None),
         program=tuple(str(w) for w in raw.get("program") or ()))
+
+
+# ---- The warm standby's go record ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class GoRecord:
+    """The warm standby's go file (:func:`hpcflow.protocol.standby_go_name`): the supervisor
+    hands the standby an in-job restart with the new try's environment, or tells it to quit.
+
+    Attributes:
+        env: the environment the standby's ranks take (docs/protocol.md, "Environment").
+        quit: leave with status 0 (the standby is not needed).
+    """
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    quit: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form: ``{"quit": True}`` or ``{"env": {...}}``."""
+        return {"quit": True} if self.quit else {"env": dict(self.env)}
+
+    def encode(self) -> str:
+        """The file's text (:meth:`as_dict` as JSON)."""
+        return json.dumps(self.as_dict())
+
+    @classmethod
+    def decode(cls, text: str) -> GoRecord | None:
+        """The record in ``text``, or None while it is not whole (the supervisor writes it
+        atomically, so a partial read means another writer; it is read again)."""
+        try:
+            data = loads_bounded(text)
+        except ValueError:
+            return None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GoRecord | None:
+        """The record of a JSON form, or None when ``data`` is not one."""
+        if not isinstance(data, Mapping):
+            return None
+        if data.get("quit"):
+            return cls(env={}, quit=True)
+        env = data.get("env")
+        if not isinstance(env, dict):
+            return None
+        return cls(env={str(k): str(v) for k, v in env.items()}, quit=False)

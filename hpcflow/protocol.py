@@ -316,8 +316,15 @@ def warm_modules_name(job_id: str, restart: int) -> str:
 
 def standby_go_name(job_id: str, restart: int, number: int) -> str:
     """File a warm standby waits for (``standby-<job>-<restart>-<n>.go``): the supervisor
-    writes ``{"env": {...}}`` to hand it an in-job restart, or ``{"quit": true}``."""
+    writes ``{"env": {...}}`` to hand it an in-job restart, or ``{"quit": true}``
+    (:class:`hpcflow.contract.GoRecord`)."""
     return f"standby-{attempt_suffix(job_id, restart)}-{number}.go"
+
+
+
+#: Suffix of the file beside a standby's go file (``<go>.step``) where its rank 0 writes the
+#: standby step's id (``SLURM_STEP_ID``): the supervisor's address for the wake-up and for TERM.
+STANDBY_STEP_SUFFIX = ".step"
 
 
 def notice_name(job_id: str) -> str:

@@ -18,7 +18,6 @@ instead of starting a new step cold.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 from hpcflow import fsutil
 from hpcflow import protocol as P
-from hpcflow.contract import SupervisorSettings
+from hpcflow.contract import GoRecord, SupervisorSettings
 from hpcflow.pycommand import split_python_options
 from hpcflow.supervisor import facts
 
@@ -105,7 +104,7 @@ class Standby:
 
     @property
     def _step_file(self) -> Path:
-        return self.go_file.with_name(self.go_file.name + ".step")
+        return self.go_file.with_name(self.go_file.name + P.STANDBY_STEP_SUFFIX)
 
     def maybe_start(self, *, elapsed_s: float, exclude: Sequence[str]) -> None:
         """Start a standby when none runs and one is due (:func:`standby_due`). A standby
@@ -151,7 +150,7 @@ class Standby:
                      "cold")
             self.quit()
             return None
-        self._send({"env": dict(env)})
+        self._send(GoRecord(env=dict(env)).as_dict())
         self.proc = None
         self.log(f"the restart is handed to warm standby {self.number}")
         return proc
@@ -166,11 +165,11 @@ class Standby:
             self._stop(proc)
         for number in range(1, self.number + 1):  # the files of this attempt's standbys
             go = self.state / P.standby_go_name(self.job_id, self.restart, number)
-            for path in (go, go.with_name(go.name + ".step")):
+            for path in (go, go.with_name(go.name + P.STANDBY_STEP_SUFFIX)):
                 path.unlink(missing_ok=True)
 
     def _stop(self, proc: subprocess.Popen[bytes]) -> None:
-        self._send({"quit": True})
+        self._send(GoRecord(quit=True).as_dict())
         try:
             proc.wait(timeout=QUIT_WAIT_S)
         except subprocess.TimeoutExpired:
@@ -185,7 +184,10 @@ class Standby:
         """Write the go file, then wake the standby step (once its rank 0 has written the step's
         id; scancel is not waited for)."""
         try:
-            fsutil.write_atomic(self.go_file, json.dumps(record), mode=0o600, durable=False)
+            go = GoRecord.from_dict(record)
+            if go is None:
+                raise ValueError(f"not a go record: {record!r:.80}")
+            fsutil.write_atomic(self.go_file, go.encode(), mode=0o600, durable=False)
         except OSError as exc:
             self.log(f"could not write {self.go_file}: {exc}")
             return

@@ -136,3 +136,17 @@ def test_a_job_needs_its_limits_and_a_part_takes_defaults():
         contract.SupervisorSettings.decode(raw, required=contract.REQUIRED_SETTINGS)
     part = contract.SupervisorSettings.decode({"warm_standby": True})
     assert part.launcher == "srun" and part.step is None and part.max_preemptions == 0
+
+
+@pytest.mark.parametrize("record", [
+    pytest.param(contract.GoRecord(env={"A": "1", "HPCFLOW_STEP_TRY": "2"}), id="env"),
+    pytest.param(contract.GoRecord(quit=True), id="quit"),
+])
+def test_the_go_record_has_one_encoder_and_one_decoder(record):
+    assert contract.GoRecord.decode(record.encode()) == record
+    assert json.loads(record.encode()) == record.as_dict()
+
+
+@pytest.mark.parametrize("text", ['{"env": ', "[]", '{"env": "A=1"}', DEEP, ""])
+def test_a_go_file_that_is_not_whole_reads_as_none(text):
+    assert contract.GoRecord.decode(text) is None
