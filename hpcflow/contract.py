@@ -127,23 +127,25 @@ _KINDS = {
 COMMON_FIELDS = {"event": "str", "time": "number", "job_id": "str", "restart": "count"}
 
 #: Per event word, the members hpcflow's readers use and their kinds (a member that is absent
-#: is fine: readers take their defaults; one of another kind skips the event).
+#: is fine: readers take their defaults; one of another kind skips the event). Text, lists,
+#: mappings and flags may be null (a writer's "none": ``step_end``'s ``node`` and
+#: ``first_failure`` are); numbers are null only where the protocol says so (``step``).
 EVENT_FIELDS: dict[str, dict[str, str]] = {
-    P.EVENT_ATTEMPT_START: {"nodelist": "str", "budgets": "map"},
-    P.EVENT_SIGNAL: {"source": "str", "signal": "str", "cause": "str"},
+    P.EVENT_ATTEMPT_START: {"nodelist": "str?", "budgets": "map?"},
+    P.EVENT_SIGNAL: {"source": "str?", "signal": "str?", "cause": "str?"},
     P.EVENT_STEP_END: {"rc": "int", "ranks_exited": "count", "ranks_missing": "count",
-                       "missing": "list", "first_failure": "map", "node": "str"},
-    P.EVENT_REQUEUE: {"by": "str", "checkpoint": "bool", "cause": "str", "step": "int?",
-                      "over_budget": "bool"},
-    P.EVENT_JOB_END: {"rc": "int", "reason": "str"},
-    P.EVENT_SPOT_NOTICE: {"action": "str", "node": "str", "notice_time": "int"},
-    P.EVENT_NETWORK: {"summary": "str", "problems": "list", "fix": "str?", "stopped": "bool"},
-    P.EVENT_NODE_EXCLUDED: {"node": "str", "failures": "count", "spare": "bool"},
-    P.EVENT_PROGRAM_ERROR: {"errors": "str", "try": "count"},
+                       "missing": "list?", "first_failure": "map?", "node": "str?"},
+    P.EVENT_REQUEUE: {"by": "str?", "checkpoint": "bool?", "cause": "str?", "step": "int?",
+                      "over_budget": "bool?"},
+    P.EVENT_JOB_END: {"rc": "int", "reason": "str?"},
+    P.EVENT_SPOT_NOTICE: {"action": "str?", "node": "str?", "notice_time": "int"},
+    P.EVENT_NETWORK: {"summary": "str?", "problems": "list?", "fix": "str?", "stopped": "bool?"},
+    P.EVENT_NODE_EXCLUDED: {"node": "str?", "failures": "count", "spare": "bool?"},
+    P.EVENT_PROGRAM_ERROR: {"errors": "str?", "try": "count"},
     P.EVENT_STEP_RESTART: {"step": "int?", "try": "count"},
     P.EVENT_HANG: {"try": "count", "after_s": "number"},
     P.EVENT_HANG_SUSPECTED: {"try": "count", "step": "int?", "timeout_s": "number",
-                             "stacks": "str"},
+                             "stacks": "str?"},
     P.EVENT_HANG_CLEARED: {"try": "count", "after_s": "number"},
     P.EVENT_MIRROR_DONE: {"step": "int", "bytes": "count", "lag_s": "number"},
     P.EVENT_MIRROR_PULL: {"step": "int", "bytes": "count"},

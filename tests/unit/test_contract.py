@@ -150,3 +150,19 @@ def test_the_go_record_has_one_encoder_and_one_decoder(record):
 @pytest.mark.parametrize("text", ['{"env": ', "[]", '{"env": "A=1"}', DEEP, ""])
 def test_a_go_file_that_is_not_whole_reads_as_none(text):
     assert contract.GoRecord.decode(text) is None
+
+
+@pytest.mark.parametrize("event", [
+    pytest.param({"event": P.EVENT_STEP_END, "rc": 0, "ranks_exited": 2, "ranks_missing": 0,
+                  "missing": [], "first_failure": None, "node": None}, id="step-end-nulls"),
+    pytest.param({"event": P.EVENT_REQUEUE, "step": None, "checkpoint": False, "cause": None},
+                 id="requeue-without-a-checkpoint"),
+    pytest.param({"event": P.EVENT_SIGNAL, "signal": "USR1", "cause": None, "deadline": 5},
+                 id="signal-without-a-cause"),
+    pytest.param({"event": P.EVENT_NETWORK, "summary": "NCCL over EFA", "problems": [],
+                  "fix": None, "stopped": False}, id="network"),
+])
+def test_what_the_writers_write_decodes(event):
+    line = ledger.event_line(event.pop("event"), job_id="7", restart=1, time_s=5, **event)
+    decoded = contract.decode_events([line])
+    assert decoded.skipped == 0 and len(decoded.events) == 1
