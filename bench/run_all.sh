@@ -30,6 +30,7 @@ main() {
     "bench/bench_checkpoint.py --small"
     "bench/bench_mirror.py --small"
     "bench/bench_plan.py"
+    "bench/bench_report.py --events 20000"
   )
   if ((ci == 0)); then
     benches+=("bench/bench_submitit.py --steps 40" "bench/bench_goodput.py --small"

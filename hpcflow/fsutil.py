@@ -19,8 +19,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NotRegularFile", "fsync_dir", "open_regular", "read_capped", "read_tail", "write_atomic_at",
-           "write_atomic", "write_json_atomic"]
+__all__ = ["NotRegularFile", "fsync_dir", "open_regular", "output_problem", "read_capped",
+           "read_tail", "write_atomic_at", "write_atomic", "write_json_atomic"]
 
 #: The most a record file (ledger, index, JSON record) is read of: far above any real one (a
 #: ledger line is ~200 bytes), low enough that ``/dev/zero`` or a planted giant file cannot fill
@@ -202,3 +202,25 @@ def read_tail(path: Path, max_bytes: int = RECORD_MAX_BYTES) -> tuple[bytes, int
             parts.append(chunk)
             left -= len(chunk)
         return b"".join(parts), start
+
+
+def output_problem(path: Path) -> str | None:
+    """Why ``path`` may not be an output file that :func:`write_atomic` replaces, or None.
+
+    An existing path that is not a regular file (a device such as ``/dev/full``, a FIFO, a
+    folder, a socket; a symlink is judged by what it points to) is refused: the rename would
+    replace the node itself, and run as root that clobbers a device. A missing path is fine.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be looked at ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    return (f"{path} exists and is {kind}; an output path must be a regular file or a new one "
+            "(it is replaced whole)")

@@ -6,8 +6,10 @@ watchdog, the S3 mirror, the spot watcher) appends through :func:`append_event`:
 ``write(2)`` on a descriptor opened with ``O_APPEND``, so lines from several processes never
 interleave on a local file system (POSIX ``write``: "the file offset shall be set to the end of
 the file prior to each write"), and ``O_NOFOLLOW`` so a symlink planted in place of the ledger is
-refused rather than followed. Reads are bounded (:data:`MAX_READ_BYTES`) and take regular files
-only, so a FIFO or ``/dev/zero`` in its place cannot hang or bloat the reader.
+refused rather than followed. Reads are bounded (:data:`MAX_READ_BYTES`, the one cap of every
+ledger read) and take regular files only, so a FIFO or ``/dev/zero`` in its place cannot hang
+or bloat the reader; :func:`read_ledger` gives the readers of a run directory typed events
+(:mod:`hpcflow.contract`) and the count of lines it skipped.
 
 Standard library only: the in-job runtime and the supervisor import it.
 """
@@ -23,7 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_READ_BYTES", "append_event", "event_line", "read_events"]
+from hpcflow.contract import Decoded, decode_events, loads_bounded
+
+__all__ = ["MAX_READ_BYTES", "append_event", "event_line", "read_events", "read_ledger",
+           "read_lines"]
 
 #: The most bytes a ledger read takes (the last ones are kept): far more than any job writes
 #: (an event is ~200 bytes; 64 MiB is ~300,000 events).
@@ -77,13 +82,11 @@ def append_event(path: Path, name: str, *, job_id: str, restart: int,
     return written == len(line)
 
 
-def read_events(path: Path, *, job_id: str | None = None,
-                max_bytes: int = MAX_READ_BYTES) -> list[dict[str, Any]]:
-    """The ledger's events, oldest first; with ``job_id``, that job's only.
+def read_lines(path: Path, *, max_bytes: int = MAX_READ_BYTES) -> list[str]:
+    """The ledger's lines, oldest first: the one raw read of the ledger.
 
-    Lines that are not JSON objects (a torn last line after a crash) are skipped. A missing,
-    unreadable or non-regular file gives ``[]``; past ``max_bytes`` only the last ``max_bytes``
-    are read (the first, partial line of that window is dropped).
+    A missing, unreadable or non-regular file gives ``[]``; past ``max_bytes`` only the last
+    ``max_bytes`` are read (the first, partial line of that window is dropped).
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -106,14 +109,31 @@ def read_events(path: Path, *, job_id: str | None = None,
         return []
     finally:
         os.close(fd)
-    text = b"".join(chunks).decode("utf-8", errors="replace")
-    lines = text.splitlines()
-    if start > 0 and lines:
-        lines = lines[1:]
+    lines = b"".join(chunks).decode("utf-8", errors="replace").splitlines()
+    return lines[1:] if start > 0 and lines else lines
+
+
+def read_ledger(path: Path, *, job_id: str | None = None,
+                max_bytes: int = MAX_READ_BYTES) -> Decoded:
+    """The ledger's events as :func:`hpcflow.contract.decode_events` types them (members of
+    their kinds), oldest first, and the count of lines skipped; with ``job_id``, that job's
+    only. Read as :func:`read_lines` reads."""
+    return decode_events(read_lines(path, max_bytes=max_bytes), job_id=job_id)
+
+
+def read_events(path: Path, *, job_id: str | None = None,
+                max_bytes: int = MAX_READ_BYTES) -> list[dict[str, Any]]:
+    """The ledger's events, oldest first; with ``job_id``, that job's only: the supervisor's
+    and the in-job runtime's view, which keeps every JSON object (their rules read each member
+    defensively and must count what they counted before).
+
+    Lines that are not JSON objects (a torn last line after a crash), longer or deeper than
+    :func:`hpcflow.contract.loads_bounded` takes, are skipped. Read as :func:`read_lines` reads.
+    """
     out: list[dict[str, Any]] = []
-    for line in lines:
+    for line in read_lines(path, max_bytes=max_bytes):
         try:
-            obj = json.loads(line)
+            obj = loads_bounded(line)
         except ValueError:
             continue
         if isinstance(obj, Mapping) and (job_id is None or str(obj.get("job_id")) == job_id):

@@ -190,6 +190,14 @@ EVENT_JOB_END = "job_end"
 #: The program that did not join the protocol was sent TERM before the deadline.
 EVENT_STOP = "stop"
 EVENT_MIRROR_ABANDONED = "mirror_abandoned"
+#: The S3 mirror's events (hpcflow/mirror/watch.py): an upload started, finished (``step``,
+#: ``bytes``, ``lag_s``) or failed; a pull before the first start (``step``, ``bytes``) or its
+#: failure.
+EVENT_MIRROR_START = "mirror_start"
+EVENT_MIRROR_DONE = "mirror_done"
+EVENT_MIRROR_FAILED = "mirror_failed"
+EVENT_MIRROR_PULL = "mirror_pull"
+EVENT_MIRROR_PULL_FAILED = "mirror_pull_failed"
 #: The nodes an earlier attempt excluded are in this allocation and too few others are left,
 #: so the step runs on them after all (``nodes``, ``nodelist``): Slurm did not keep the
 #: exclusion. ``report`` shows it.
@@ -316,8 +324,15 @@ def warm_modules_name(job_id: str, restart: int) -> str:
 
 def standby_go_name(job_id: str, restart: int, number: int) -> str:
     """File a warm standby waits for (``standby-<job>-<restart>-<n>.go``): the supervisor
-    writes ``{"env": {...}}`` to hand it an in-job restart, or ``{"quit": true}``."""
+    writes ``{"env": {...}}`` to hand it an in-job restart, or ``{"quit": true}``
+    (:class:`hpcflow.contract.GoRecord`)."""
     return f"standby-{attempt_suffix(job_id, restart)}-{number}.go"
+
+
+
+#: Suffix of the file beside a standby's go file (``<go>.step``) where its rank 0 writes the
+#: standby step's id (``SLURM_STEP_ID``): the supervisor's address for the wake-up and for TERM.
+STANDBY_STEP_SUFFIX = ".step"
 
 
 def notice_name(job_id: str) -> str:

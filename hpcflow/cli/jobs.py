@@ -115,6 +115,10 @@ def status(job_id: str | None, as_json: bool) -> None:
 
     job_id = job_id or service.latest_job_id()
     if job_id is None:
+        from hpcflow.jobs.records import index_problem
+
+        if problem := index_problem():
+            raise click.UsageError(f"no JOB_ID given, and {problem}; give the JOB_ID")
         raise click.UsageError("no JOB_ID given and no job was submitted with hpcflow yet")
     st = service.job_status(job_id)
     if as_json:

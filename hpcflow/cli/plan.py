@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from hpcflow.cli.output import JsonCommand, emit_json, handles_errors, print_table
-from hpcflow.cli.plan_args import MAX_HOURS, MAX_NODES, gpu_instance, number
+from hpcflow.cli.plan_args import MAX_HOURS, MAX_NODES, gpu_instance, known_region, number
 from hpcflow.cli.plan_layout import layout
 
 _COSTS = (("save_s", "--save-s", "blocking seconds of one checkpoint save"),
@@ -70,8 +70,13 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
     shown side by side (docs/plan.md). The same run is priced on each platform: ParallelCluster
     on-demand and spot (EC2 prices), SageMaker training on-demand and managed spot (SageMaker's
     ml. prices)."""
+    from hpcflow.errors import SpecError
+    from hpcflow.fsutil import output_problem
     from hpcflow.plan.goodput import predict
     from hpcflow.plan.simulate import affordable_runs, simulate
+
+    if svg_path is not None and (problem := output_problem(svg_path)):
+        raise SpecError(f"--svg: {problem}")
 
     inputs, sources = _inputs(nodes_text, instance_type, hours_text, job_id, rate_text,
                               {"save_s": save_text, "restart_s": restart_text,
@@ -112,6 +117,7 @@ def _inputs(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
         GoodputInputs,
     )
 
+    known_region("--region", region)
     nodes = number("--nodes", nodes_text, low=1, high=MAX_NODES, integer=True, example="16")
     hours = number("--hours", hours_text, low=0, high=MAX_HOURS, low_open=True, example="720")
     gpus, _ = gpu_instance("--instance", instance_type, region)

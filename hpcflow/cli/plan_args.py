@@ -35,3 +35,18 @@ def number(option: str, text: str | None, *, low: float, high: float, low_open: 
         raise SpecError(f"{option}: {text!r} is not allowed; give {allowed}, "
                         f"e.g. {option} {example}")
     return int(value) if integer else value
+
+
+def known_region(option: str, region: str) -> str:
+    """``region`` when it is a region ParallelCluster supports: the one region check of the
+    plan commands, the same as the cluster spec's ``region`` (and so ``cluster cost``'s:
+    :func:`hpcflow.spec.cluster_types.region_problem`).
+
+    Raises:
+        SpecError: naming the option, the value and the nearest supported name.
+    """
+    from hpcflow.spec.cluster_types import region_problem
+
+    if problem := region_problem(region):
+        raise SpecError(f"{option}: {region!r}: {problem}")
+    return region

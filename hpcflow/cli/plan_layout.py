@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from hpcflow.cli.output import JsonCommand, emit_json, handles_errors, print_table
-from hpcflow.cli.plan_args import MAX_NODES, gpu_instance, number
+from hpcflow.cli.plan_args import MAX_NODES, gpu_instance, known_region, number
 
 _SHAPE = (("params", "--params", "8030261248"), ("layers", "--layers", "32"),
           ("hidden", "--hidden", "4096"), ("heads", "--heads", "32"),
@@ -51,6 +51,7 @@ def layout(preset: str | None, instance_type: str, nodes_text: str, sharding: st
     from hpcflow.errors import SpecError
     from hpcflow.plan.layout import plan_layouts
 
+    known_region("--region", region)
     model = _model(preset, shape)
     nodes = number("--nodes", nodes_text, low=1, high=MAX_NODES, integer=True, example="16")
     headroom = number("--headroom", headroom_text, low=0, high=0.9, example="0.10")

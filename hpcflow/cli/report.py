@@ -22,6 +22,8 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     (programs on hpcflow's Run), the goodput (training / wall), and an SVG timeline. --json
     also carries the measured save, restart and start-up costs and failure rate that `hpcflow
     plan goodput --from-job` reads."""
+    from hpcflow.errors import SpecError
+    from hpcflow.fsutil import output_problem
     from hpcflow.jobs import mirror_report, records
     from hpcflow.jobs.endings import excluded_nodes
     from hpcflow.jobs.hangs import suspicion_line
@@ -33,29 +35,39 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
     from hpcflow.jobs.timeline import render_svg
     from hpcflow.jobs.tracebacks import error_lines
 
+    if svg_path is not None and (problem := output_problem(svg_path)):
+        raise SpecError(f"--svg: {problem}")
     rep, signals = load_report(job_id)
     rec = records.find_job(job_id)
-    problem = None
-    if svg_path is None:
-        svg_path = Path(rec.run_dir if rec else ".") / f"report-{job_id}.svg"
-        problem = _foreign_folder(svg_path.parent)
-    try:
-        if problem:  # never write by default into a folder (or through a link) not yours
-            raise OSError(problem)
-        records.write_atomic(svg_path, render_svg(rep, signals))
-    except OSError as exc:  # a run directory gone, replaced, not writable or not yours
-        click.echo(f"hpcflow: warning: the timeline {svg_path} is not written "
-                   f"({exc.strerror or exc}); use --svg PATH", err=True)
-        svg_path = None
     events = records.job_events(rec.run_dir, job_id) if rec else []
     notices = notice_outcomes(rec.run_dir, job_id, events) if rec else []
     mirror = mirror_report.summarise(events) if rec else None
     excluded = excluded_nodes(events)
+    measured = measured_costs(rep)
+    svg = render_svg(rep, signals)
+    # Everything is known now: the timeline is the only thing written, and the last.
+    problem = None
+    if svg_path is None:
+        svg_path = Path(rec.run_dir if rec else ".") / f"report-{job_id}.svg"
+        problem = _foreign_folder(svg_path.parent) or output_problem(svg_path)
+    try:
+        if problem:  # never write by default into a folder (or through a link) not yours
+            raise OSError(problem)
+        records.write_atomic(svg_path, svg)
+    except OSError as exc:  # a run directory gone, replaced, not writable or not yours
+        click.echo(f"hpcflow: warning: the timeline {svg_path} is not written "
+                   f"({exc.strerror or exc}); use --svg PATH", err=True)
+        svg_path = None
+    for note in rep.notes:
+        click.echo(f"hpcflow: warning: {note}", err=True)
+    if any(rep.skipped.values()):
+        click.echo("hpcflow: warning: skipped lines that do not decode: " + ", ".join(
+            f"{n} in the {where}" for where, n in rep.skipped.items() if n), err=True)
     if as_json:
         emit_json({**rep.to_dict(), "svg": svg_path and str(svg_path), "excluded_nodes": excluded,
                    "spot_notices": [n.to_dict() for n in notices],
                    "mirror": mirror.to_dict() if mirror else None,
-                   "measured": measured_costs(rep)})
+                   "measured": measured})
         return
     rows = [(a.restart + 1, f"{a.pending_s:.0f}", f"{a.startup_s:.0f}", f"{a.training_s:.0f}",
              f"{a.checkpointing_s:.1f}", f"{a.lost_s:.1f}",

@@ -130,11 +130,11 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
     ending: tuple[str, str] | None = None
     for ev in events:
         kind = ev.get("event")
-        if kind == "attempt_start":
+        if kind == P.EVENT_ATTEMPT_START:
             last_step_end, ending, spot, signal, network = None, None, None, None, None
         elif kind == P.EVENT_NETWORK:
             network = ev
-        elif kind == "step_end":
+        elif kind == P.EVENT_STEP_END:
             last_step_end = ev
         elif kind == P.EVENT_SPOT_NOTICE:
             spot = spot or ev
@@ -142,20 +142,20 @@ def ledger_ending(events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None
             # Slurm's preemption outranks a warning signal of the same attempt: it says why.
             if signal is None or ev.get("source") == P.SOURCE_SLURM_PREEMPT:
                 signal = ev
-        elif kind in ("job_end", "requeue"):
-            reason = str(ev.get("reason", "")) if kind == "job_end" else (
+        elif kind in (P.EVENT_JOB_END, P.EVENT_REQUEUE):
+            reason = str(ev.get("reason", "")) if kind == P.EVENT_JOB_END else (
                 P.REASON_PROGRAM_REQUEUED if ev.get("by") == P.REQUEUED_BY_PROGRAM else
                 P.REASON_REQUEUED_NO_CHECKPOINT if ev.get("checkpoint") is False else
                 P.REASON_NODE_EXCLUDED if ev.get("cause") == P.REASON_NODE_EXCLUDED else
-                "requeue")
-            detail = reason if reason not in ("completed", "requeue") else ""
+                P.REASON_REQUEUE)
+            detail = reason if reason not in (P.REASON_COMPLETED, P.REASON_REQUEUE) else ""
             if reason == P.REASON_NODE_EXCLUDED:
                 detail = (f"node(s) {ev.get('excluded', '?')} excluded after rank failures, no "
                           "spare node left: requeued without them")
-            ranks = rank_detail(last_step_end, killed=reason == "rank_killed")
-            if kind == "job_end" and reason not in ("completed", "completed_after_done"):
+            ranks = rank_detail(last_step_end, killed=reason == P.REASON_RANK_KILLED)
+            if kind == P.EVENT_JOB_END and reason not in (P.REASON_COMPLETED, P.REASON_COMPLETED_AFTER_DONE):
                 detail = "; ".join(d for d in (reason, ranks) if d)
-            elif reason == "completed_after_done":
+            elif reason == P.REASON_COMPLETED_AFTER_DONE:
                 detail = ("the final checkpoint was committed and every rank was done; srun "
                           f"reported {(last_step_end or {}).get('rc', '?')} from the teardown")
             ending_kind = K.REASON_KIND.get(reason, reason)

@@ -8,13 +8,13 @@ attempt <n> on <nodes>: ...``) and timestamped lines of its own; rank 0 prints t
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from hpcflow import fsutil
+from hpcflow.contract import decode_tagged, loads_bounded
 from hpcflow.protocol import TAG_STEP
 
 _BANNER = re.compile(r"^hpcflow: \S+ job (?P<job>\S+) attempt (?P<attempt>\d+) on ")
@@ -27,14 +27,24 @@ SRUN_TASK = "srun-task"
 
 
 def split_log(log_text: str, job_id: str) -> dict[int, list[tuple[str, dict[str, Any]]]]:
-    """The tagged lines of each attempt of ``job_id``, keyed by restart count.
+    """:func:`split_log_counted` without the count of skipped lines."""
+    return split_log_counted(log_text, job_id)[0]
+
+
+def split_log_counted(log_text: str, job_id: str
+                      ) -> tuple[dict[int, list[tuple[str, dict[str, Any]]]], int]:
+    """The tagged lines of each attempt of ``job_id``, keyed by restart count, and how many
+    tagged lines of it were skipped.
 
     Tagged lines up to the next banner belong to that attempt; lines of other jobs sharing the
-    log are skipped. The batch script's timestamped lines come as ``(TIME, {"time": <unix s>})``
-    and srun's task errors as ``(SRUN_TASK, {"node", "task", "what"})``, in log order.
+    log are skipped, and so is a tagged line whose JSON is not an object with members of their
+    kinds (:func:`hpcflow.contract.decode_tagged`: the program prints them). The batch
+    script's timestamped lines come as ``(TIME, {"time": <unix s>})`` and srun's task errors as
+    ``(SRUN_TASK, {"node", "task", "what"})``, in log order.
     """
     attempts: dict[int, list[tuple[str, dict[str, Any]]]] = {}
     current: int | None = None
+    skipped = 0
     for line in log_text.splitlines():
         if m := _BANNER.match(line):
             current = int(m["attempt"]) if m["job"] == job_id else None
@@ -45,19 +55,21 @@ def split_log(log_text: str, job_id: str) -> dict[int, list[tuple[str, dict[str,
         if m := _STAMPED.match(line):
             try:
                 stamp = datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S%z").timestamp()
-            except ValueError:
+            except (ValueError, OverflowError):
                 continue
             attempts[current].append((TIME, {"time": stamp}))
         elif m := _SRUN_TASK.match(line):
             attempts[current].append((SRUN_TASK, m.groupdict()))
         elif m := _TAGGED.match(line):
             try:
-                payload = json.loads(m[2])
+                payload = decode_tagged(m[1], loads_bounded(m[2]))
             except ValueError:
-                continue
-            if isinstance(payload, dict):
+                payload = None
+            if payload is not None:
                 attempts[current].append((m[1], payload))
-    return attempts
+            else:
+                skipped += 1
+    return attempts, skipped
 
 
 def steps_in(log_text: str, job_id: str) -> set[int]:

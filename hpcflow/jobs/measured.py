@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from hpcflow import ending_kinds as K
+from hpcflow import protocol as P
 from hpcflow.jobs.report import GoodputReport
 
 #: Endings that are not failures: they come with a warning, from the user, or from a limit.
@@ -62,7 +63,7 @@ def _nodes(report: GoodputReport) -> int | None:
 
     for att in report.attempts:
         for ev in att.events:
-            if ev.get("event") == "attempt_start" and ev.get("nodelist"):
+            if ev.get("event") == P.EVENT_ATTEMPT_START and ev.get("nodelist"):
                 try:
                     return len(expand_hostlist(str(ev["nodelist"])))
                 except ValueError:

@@ -1,12 +1,16 @@
 """The S3 mirror's share of a job's report: bytes mirrored and lag, from the ledger events the
 mirror process appends (``mirror_done``, ``mirror_failed``, ``mirror_abandoned``,
-``mirror_pull``; :mod:`hpcflow.mirror.watch`). Pure: the caller passes the events."""
+``mirror_pull``; :mod:`hpcflow.mirror.watch`). Pure: the caller passes the events, decoded
+by :func:`hpcflow.ledger.read_ledger` (their members of the kinds :mod:`hpcflow.contract`
+gives)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from hpcflow import protocol as P
 
 
 @dataclass(frozen=True)
@@ -53,19 +57,20 @@ class MirrorSummary:
 
 def summarise(events: Sequence[Mapping[str, Any]]) -> MirrorSummary | None:
     """The mirror summary of a job's ledger events, or None when no mirror ran."""
-    done = [e for e in events if e.get("event") == "mirror_done"]
+    done = [e for e in events if e.get("event") == P.EVENT_MIRROR_DONE]
     kinds = {str(e.get("event")) for e in events}
-    if not kinds & {"mirror_start", "mirror_done", "mirror_failed", "mirror_abandoned",
-                    "mirror_pull", "mirror_pull_failed"}:
+    if not kinds & {P.EVENT_MIRROR_START, P.EVENT_MIRROR_DONE, P.EVENT_MIRROR_FAILED,
+                    P.EVENT_MIRROR_ABANDONED, P.EVENT_MIRROR_PULL, P.EVENT_MIRROR_PULL_FAILED}:
         return None
     lags = [float(e.get("lag_s", 0.0)) for e in done]
-    pulls = [e for e in events if e.get("event") == "mirror_pull"]
+    pulls = [e for e in events if e.get("event") == P.EVENT_MIRROR_PULL]
     return MirrorSummary(
         mirrored=len(done), bytes=sum(int(e.get("bytes", 0)) for e in done),
-        last_step=int(done[-1]["step"]) if done else None,
+        last_step=done[-1].get("step") if done else None,
         last_lag_s=lags[-1] if lags else None, max_lag_s=max(lags) if lags else None,
-        failed=sum(1 for e in events if e.get("event") in ("mirror_failed", "mirror_pull_failed")),
-        abandoned=sum(1 for e in events if e.get("event") == "mirror_abandoned"),
-        pulled_step=int(pulls[-1]["step"]) if pulls else None,
+        failed=sum(1 for e in events
+                   if e.get("event") in (P.EVENT_MIRROR_FAILED, P.EVENT_MIRROR_PULL_FAILED)),
+        abandoned=sum(1 for e in events if e.get("event") == P.EVENT_MIRROR_ABANDONED),
+        pulled_step=pulls[-1].get("step") if pulls else None,
         pulled_bytes=int(pulls[-1].get("bytes", 0)) if pulls else 0,
     )

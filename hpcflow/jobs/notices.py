@@ -9,13 +9,13 @@ docs/protocol.md). Reads files; never raises for a missing or torn one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from hpcflow import fsutil, protocol
+from hpcflow.contract import is_int, is_number, loads_bounded
 
 EVENT = protocol.EVENT_SPOT_NOTICE
 
@@ -63,10 +63,12 @@ class NoticeOutcome:
 def _commit(run_dir: Path, job_id: str, restart: int) -> tuple[float | None, int | None]:
     path = protocol.state_dir(run_dir) / protocol.committed_name(job_id, restart)
     try:
-        doc = json.loads(fsutil.read_capped(path, 64 * 1024))  # a few dozen bytes when real
-        return float(doc["time"]), int(doc["step"])
-    except (OSError, ValueError, KeyError, TypeError):
+        doc = loads_bounded(fsutil.read_capped(path, 64 * 1024))  # a few dozen bytes when real
+    except (OSError, ValueError):
         return None, None
+    if not isinstance(doc, dict) or not is_number(doc.get("time")) or not is_int(doc.get("step")):
+        return None, None
+    return float(doc["time"]), doc["step"]
 
 
 def notice_outcomes(run_dir: str | Path, job_id: str,
@@ -80,7 +82,7 @@ def notice_outcomes(run_dir: str | Path, job_id: str,
         try:
             restart = int(ev.get("restart", 0))
             noticed_at, deadline = float(ev["time"]), int(ev["notice_time"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             continue
         if restart in out:
             continue

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow import fsutil
+from hpcflow.contract import Decoded, is_number, loads_bounded
+from hpcflow.ledger import read_ledger
 from hpcflow.protocol import ledger_path, state_dir
 
 SPEC_FILE = "job.yaml"
@@ -157,7 +159,7 @@ def read_jsonl_lines(path: Path, max_bytes: int = fsutil.RECORD_MAX_BYTES
     out = []
     for number, line in enumerate(lines, start=1):
         try:
-            obj = json.loads(line)
+            obj = loads_bounded(line)
         except ValueError:
             continue
         if isinstance(obj, dict):
@@ -270,11 +272,10 @@ def known_jobs() -> list[JobRecord]:
     by_id: dict[str, JobRecord] = {}
     index = private_home(create=False) / "jobs.jsonl"
     for number, row in read_jsonl_lines(index):
-        try:
-            rec = JobRecord(str(row["job_id"]), str(row["name"]), str(row["run_dir"]),
-                            float(row["submitted_at"]))
-        except (KeyError, TypeError, ValueError):
-            rec = None
+        at = row.get("submitted_at")
+        fields = [row.get(name) for name in ("job_id", "name", "run_dir")]
+        rec = JobRecord(*map(str, fields), float(at)) if is_number(at) and all(
+            isinstance(f, (str, int)) and not isinstance(f, bool) for f in fields) else None
         if rec is None or not JOB_ID_RE.fullmatch(rec.job_id):
             why = "no valid record" if rec is None else f"job id {rec.job_id!r} is not a Slurm id"
             print(f"hpcflow: warning: {index}:{number}: {why}; this row is skipped",
@@ -283,6 +284,21 @@ def known_jobs() -> list[JobRecord]:
         by_id.pop(rec.job_id, None)
         by_id[rec.job_id] = rec
     return list(by_id.values())
+
+
+def index_problem() -> str | None:
+    """Why the per-user index cannot be read although it is there (a FIFO, a folder, a device
+    in its place), or None (a regular file, or none yet)."""
+    index = private_home(create=False) / "jobs.jsonl"
+    try:
+        info = os.lstat(index)
+    except OSError:
+        return None
+    if stat.S_ISREG(info.st_mode):
+        return None
+    kind = ("a symlink" if stat.S_ISLNK(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
+            else "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file")
+    return f"the job index {index} is {kind}, so it is not read (it must be a regular file)"
 
 
 def find_job(job_id: str) -> JobRecord | None:
@@ -294,9 +310,15 @@ def find_job(job_id: str) -> JobRecord | None:
 
 
 def job_events(run_dir: str | Path, job_id: str) -> list[dict[str, Any]]:
-    """The ledger events of one job (a run directory may hold several jobs over time)."""
-    events = read_jsonl(ledger_path(Path(run_dir)))
-    return [e for e in events if str(e.get("job_id")) == str(job_id)]
+    """The ledger events of one job (a run directory may hold several jobs over time), typed
+    (:func:`hpcflow.ledger.read_ledger`; lines that do not decode are skipped)."""
+    return job_ledger(run_dir, job_id).events
+
+
+def job_ledger(run_dir: str | Path, job_id: str) -> Decoded:
+    """:func:`job_events` and how many of the ledger's lines were skipped (not an event, or a
+    member of the wrong kind: :mod:`hpcflow.contract`)."""
+    return read_ledger(ledger_path(Path(run_dir)), job_id=str(job_id))
 
 
 def now() -> float:

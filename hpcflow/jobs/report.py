@@ -27,7 +27,7 @@ from hpcflow import ending_kinds as K
 from hpcflow import protocol as P
 from hpcflow.jobs.hangs import suspected_hangs
 from hpcflow.jobs.intervals import interval_choice
-from hpcflow.jobs.joblog import SRUN_TASK, TIME, split_log
+from hpcflow.jobs.joblog import SRUN_TASK, TIME, split_log, split_log_counted
 from hpcflow.jobs.startup import startup_phases
 from hpcflow.protocol import (
     REASON_REQUEUED_NO_CHECKPOINT,
@@ -146,6 +146,11 @@ class GoodputReport:
         attempts: per-attempt ledgers, oldest first.
         submitted_at: Unix time of the first submission.
         failures: every failure, oldest first, with the steps it lost.
+        skipped: lines left out because they do not decode, per file: ``ledger`` (not an
+            event, or a member of the wrong kind: :mod:`hpcflow.contract`) and ``log`` (a
+            tagged line of the program's that is not JSON of the right kinds).
+        notes: figures that cannot be right (goodput over 100%: the log claims more step time
+            than the wall time), each a sentence; empty when none.
     """
 
     job_id: str
@@ -155,6 +160,8 @@ class GoodputReport:
     attempts: list[AttemptLedger]
     submitted_at: float
     failures: list[Failure] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def goodput_holding_nodes(self) -> float | None:
         """training / (wall - pending), 0..1: goodput with the time spent queued left out; None
@@ -173,7 +180,8 @@ class GoodputReport:
 def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[str, Any]],
                  log_text: str, now_s: float, alive: bool = True,
                  later_steps: Iterable[int] = (), last_ending: str = "",
-                 errors: Mapping[tuple[int, int], Any] | None = None) -> GoodputReport:
+                 errors: Mapping[tuple[int, int], Any] | None = None,
+                 ledger_skipped: int = 0) -> GoodputReport:
     """Combine ledger events and log lines into a :class:`GoodputReport`.
 
     Args:
@@ -190,11 +198,14 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
             attempt that left no end record.
         errors: the recorded exceptions, ``(restart, try) -> RankError``
             (:func:`hpcflow.jobs.tracebacks.step_errors`); each failure of that step shows its.
+        ledger_skipped: ledger lines the reader skipped (:func:`hpcflow.ledger.read_ledger`).
+
+    Time: linear in the number of events and log lines.
     """
-    tagged = split_log(log_text, job_id)
+    tagged, log_skipped = split_log_counted(log_text, job_id)
     attempts: list[AttemptLedger] = []
     for ev in events:
-        if ev.get("event") == "attempt_start":
+        if ev.get("event") == P.EVENT_ATTEMPT_START:
             attempts.append(AttemptLedger(restart=int(ev.get("restart", 0)),
                                           start=float(ev.get("time", 0)), end=None))
         if attempts:
@@ -212,7 +223,7 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
         ready = att.end if att.end is not None else now_s
         run = (att.end if att.end is not None else now_s) - att.start
         att.startup_s = max(0.0, run - att.training_s - att.lost_s - att.checkpointing_s)
-    requeued = ("requeue", REASON_REQUEUED_NO_CHECKPOINT, P.REASON_PROGRAM_REQUEUED)
+    requeued = (P.REASON_REQUEUE, REASON_REQUEUED_NO_CHECKPOINT, P.REASON_PROGRAM_REQUEUED)
     last = attempts[-1] if attempts else None
     end = last.end if last and last.end is not None and (last.outcome not in requeued or
                                                          not alive) else now_s
@@ -220,8 +231,14 @@ def build_report(job_id: str, *, submitted_at: float, events: Sequence[Mapping[s
               for k in ("pending", "startup", "training", "checkpointing", "lost")}
     wall = max(0.0, end - submitted_at)
     goodput = (totals["training"] / wall) if wall > 0 and attempts else None
+    notes = []
+    if goodput is not None and goodput > 1.0:
+        notes.append(f"goodput {100 * goodput:.0f}% is impossible: the log claims "
+                     f"{totals['training']:.0f} s of training in {wall:.0f} s of wall time; "
+                     "its step times (hpcflow-step step_time_s) are not to be trusted")
     return GoodputReport(job_id, round(wall, 3), totals, goodput, attempts, submitted_at,
-                         _failures(attempts, errors or {}))
+                         _failures(attempts, errors or {}),
+                         {"ledger": ledger_skipped, "log": log_skipped}, notes)
 
 
 def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> None:
@@ -232,8 +249,8 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
     att.intervals = [c for c in map(interval_choice, att.events) if c is not None]
     att.suspected_hangs = suspected_hangs(att.events)
 
-    ends = [e for e in att.events if e.get("event") in ("requeue", "job_end")]
-    step_ends = [e for e in att.events if e.get("event") == "step_end"]
+    ends = [e for e in att.events if e.get("event") in (P.EVENT_REQUEUE, P.EVENT_JOB_END)]
+    step_ends = [e for e in att.events if e.get("event") == P.EVENT_STEP_END]
     if step_ends:
         att.end = float(step_ends[-1]["time"])
         if not ends and not running:
@@ -265,10 +282,11 @@ def _close(att: AttemptLedger, next_start: float | None, *, running: bool) -> No
 
 def _outcome(event: Mapping[str, Any]) -> str:
     """An attempt's outcome from its last ledger event (``requeue`` or ``job_end``)."""
-    if event.get("event") == "requeue":
+    if event.get("event") == P.EVENT_REQUEUE:
         if event.get("by") == P.REQUEUED_BY_PROGRAM:
             return P.REASON_PROGRAM_REQUEUED
-        return REASON_REQUEUED_NO_CHECKPOINT if event.get("checkpoint") is False else "requeue"
+        return (REASON_REQUEUED_NO_CHECKPOINT if event.get("checkpoint") is False
+                else P.REASON_REQUEUE)
     return str(event.get("reason", "ended"))
 
 
@@ -305,13 +323,21 @@ def _fill_from_log(att: AttemptLedger, lines: list[tuple[str, dict[str, Any]]]) 
 def _mark_lost(attempts: list[AttemptLedger], later_jobs: set[int]) -> None:
     """A step trained in one segment (one program start) and trained again by a later one, in
     this attempt, a later attempt or a later job of the run directory, was lost."""
-    segments = [(att, seg) for att in attempts for seg in att.segments]
-    for i, (att, seg) in enumerate(segments):
-        later = later_jobs.union(*(s for _, s in segments[i + 1:]))
-        lost = {s for s in seg if s in later}
-        att.lost_s += sum(seg[s] for s in lost)
-        att.training_s += sum(t for s, t in seg.items() if s not in lost)
-        att.segment_lost.append(lost)
+    later = set(later_jobs)  # every step trained after the segment at hand: walk backwards
+    lost_of: list[set[int]] = []
+    for att in reversed(attempts):
+        for seg in reversed(att.segments):
+            lost_of.append({s for s in seg if s in later})
+            later.update(seg)
+    lost_of.reverse()
+    position = 0
+    for att in attempts:  # then forwards, so the sums add up in the order they always did
+        for seg in att.segments:
+            lost = lost_of[position]
+            position += 1
+            att.lost_s += sum(seg[s] for s in lost)
+            att.training_s += sum(t for s, t in seg.items() if s not in lost)
+            att.segment_lost.append(lost)
     for att in attempts:
         att.lost_steps = len(set().union(*att.segment_lost))
 
@@ -326,7 +352,7 @@ def _failures(attempts: list[AttemptLedger],
         in_job = [e for e in att.events if e.get("event") in K.FAILURE_EVENT_KIND]
         last = len(att.segments) - 1
         # The try of the attempt's last step: one step_end per try.
-        last_try = max(0, sum(e.get("event") == "step_end" for e in att.events) - 1)
+        last_try = max(0, sum(e.get("event") == P.EVENT_STEP_END for e in att.events) - 1)
         for j, (seg, lost) in enumerate(zip(att.segments, att.segment_lost, strict=True)):
             error = errors.get((att.restart, j if j < last else last_try))
             if j < last and j < len(in_job):

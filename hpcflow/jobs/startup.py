@@ -8,15 +8,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from hpcflow import protocol as P
+from hpcflow.contract import is_number
 
 
 def startup_phases(payload: Mapping[str, Any]) -> dict[str, float]:
     """The seconds of each of :data:`hpcflow.protocol.STARTUP_PHASES` and ``total_s`` that the
-    record gives as a number (a phase it could not measure is null there, and left out)."""
+    record gives as a finite number (:func:`hpcflow.contract.is_number`; a phase it could not
+    measure is null there, and left out)."""
     out: dict[str, float] = {}
     for name in (*P.STARTUP_PHASES, "total_s"):
         value = payload.get(name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        if is_number(value) and value >= 0:
             out[name] = float(value)
     return out
 

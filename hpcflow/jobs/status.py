@@ -80,7 +80,7 @@ def _exit_code(text: str | None) -> int | None:
 
 
 def _ledger_summary(events: Sequence[Mapping[str, Any]], now_s: float) -> dict[str, Any]:
-    starts = [e for e in events if e.get("event") == "attempt_start"]
+    starts = [e for e in events if e.get("event") == P.EVENT_ATTEMPT_START]
     last = events[-1] if events else None
     summary: dict[str, Any] = {
         "attempts": len(starts),
@@ -91,7 +91,7 @@ def _ledger_summary(events: Sequence[Mapping[str, Any]], now_s: float) -> dict[s
         "exit_code": None,
     }
     if starts:
-        end = float(last["time"]) if last and last.get("event") == "job_end" else now_s
+        end = float(last["time"]) if last and last.get("event") == P.EVENT_JOB_END else now_s
         summary["elapsed_s"] = max(0.0, end - float(starts[0]["time"]))
         # If Slurm says the job has ended while the ledger has no end (the supervisor was
         # killed with the job), the time stops at the ledger's last record, not at now.
@@ -99,14 +99,14 @@ def _ledger_summary(events: Sequence[Mapping[str, Any]], now_s: float) -> dict[s
     if last is None:
         return summary
     kind = last.get("event")
-    if kind == "job_end":
+    if kind == P.EVENT_JOB_END:
         rc = int(last.get("rc", 1))
         summary["exit_code"] = rc
         # Slurm's own word for a cancel and the time limit, whatever the status (rules.exit_status)
         summary["state"] = {P.REASON_CANCELLED: "CANCELLED", P.REASON_TIME_LIMIT: "TIMEOUT"}.get(
             str(last.get("reason", "")), "COMPLETED" if rc == 0 else "FAILED")
         summary["reason"] = str(last.get("reason", ""))
-    elif kind == "requeue":
+    elif kind == P.EVENT_REQUEUE:
         summary["state"] = "REQUEUED"
         if last.get("by") == P.REQUEUED_BY_PROGRAM:
             summary["reason"] = ("the program caught the warning, saved its own checkpoint and "
@@ -258,7 +258,7 @@ def _ending(state: str, finished: bool, reason: str, events: Sequence[Mapping[st
     if held and not finished:
         return K.ENDING_HELD, held if not reason or slurm_reason in reason else f"{held}; {reason}"
     from_ledger = endings.ledger_ending(events)
-    starts = [e for e in events if e.get("event") == "attempt_start"]
+    starts = [e for e in events if e.get("event") == P.EVENT_ATTEMPT_START]
     last_restart = int(starts[-1].get("restart", 0)) if starts else -1
     if from_ledger is None and starts and restarts > last_restart:
         # The last attempt the ledger saw left no end record, and Slurm has run it again since.

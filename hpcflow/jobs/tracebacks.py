@@ -10,7 +10,6 @@ an error. Reads files; never raises for a missing or torn one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from hpcflow import fsutil
 from hpcflow import protocol as P
+from hpcflow.contract import loads_bounded
 
 #: Most traceback lines the report keeps: the last ones (where the error was raised).
 TRACEBACK_LINES = 30
@@ -96,8 +96,8 @@ def read_step_error(run_dir: Path, folder: str, try_: int,
         if not path.stem.isdigit():
             continue
         try:
-            doc = json.loads(fsutil.read_capped(path, RECORD_MAX_BYTES).decode(
-                "utf-8", errors="replace"))
+            doc = loads_bounded(fsutil.read_capped(path, RECORD_MAX_BYTES).decode(
+                "utf-8", errors="replace"), max_chars=RECORD_MAX_BYTES)
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get("traceback"), str):
@@ -132,7 +132,7 @@ def step_errors(run_dir: str | Path, job_id: str,
         restart = _int(ev.get("restart"), 0)
         if ev.get("event") == P.EVENT_PROGRAM_ERROR and isinstance(ev.get("errors"), str):
             named[(restart, _int(ev.get("try"), 0))] = ev["errors"]
-        elif ev.get("event") == "step_end":
+        elif ev.get("event") == P.EVENT_STEP_END:
             ends[(restart, tries.get(restart, 0))] = ev
             tries[restart] = tries.get(restart, 0) + 1
     for (restart, try_), end in ends.items():
@@ -149,5 +149,5 @@ def step_errors(run_dir: str | Path, job_id: str,
 def _int(value: Any, default: int) -> int:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return default

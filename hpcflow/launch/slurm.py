@@ -121,11 +121,15 @@ class HpcflowJob(submitit.SlurmJob):
         return rec.log_path if rec is not None else None
 
     def stdout(self) -> str | None:
-        """The job log (every rank and the batch script write to it), or None before it exists."""
+        """The job log (every rank and the batch script write to it), or None before it exists:
+        its last :data:`hpcflow.jobs.joblog.LOG_MAX_BYTES`, and ``""`` when it is not a regular
+        file (a FIFO in its place would block the read; :func:`hpcflow.jobs.joblog.read_text`)."""
+        from hpcflow.jobs.joblog import read_text
+
         path = self._log_path()
         if path is None or not path.exists():
             return None
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_text(path)
 
     def stderr(self) -> str | None:
         """The same job log as :meth:`stdout` (hpcflow's template sends both streams there)."""

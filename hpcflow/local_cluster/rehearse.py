@@ -54,6 +54,10 @@ class Rehearsal:
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: The events that end an attempt.
+_ENDS = (protocol.EVENT_REQUEUE, protocol.EVENT_JOB_END)
+
+
 def _wait(pred: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.5) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -125,9 +129,9 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
     for attempt in range(preemptions):
         watcher = _QueueWatcher(job_id, client, log)
         start = _wait(lambda a=attempt, w=watcher: next((e for e in events() if e.get("event") ==
-                      "attempt_start" and int(e.get("restart", -1)) == a), None)
+                      protocol.EVENT_ATTEMPT_START and int(e.get("restart", -1)) == a), None)
                       or _ended(events()) or w.tick(), left(), f"attempt {attempt + 1} to start")
-        if start.get("event") == "job_end":
+        if start.get("event") == protocol.EVENT_JOB_END:
             log(f"job ended before preemption {attempt + 1}: rc {start.get('rc')}")
             break
         # Count the time from the attempt's first training step when the program reports
@@ -181,13 +185,13 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
                 f"the nodes go away in {notice_s:.0f} s)")
         gone = _GoneWatcher(job_id, client)
         outcome = _wait(lambda a=attempt, g=gone: next((e for e in events() if e.get("event") in
-                        ("requeue", "job_end") and int(e.get("restart", -1)) == a), None)
+                        _ENDS and int(e.get("restart", -1)) == a), None)
                         or g.tick(), left(), "the job to checkpoint and requeue")
         if outcome["event"] == "gone":
             log(f"job {job_id} ended without an end record ({outcome['state']}): the batch "
                 "shell was killed; see its log")
             break
-        if outcome["event"] == "job_end":
+        if outcome["event"] == protocol.EVENT_JOB_END:
             log(f"job did not requeue: {outcome.get('reason')} (rc {outcome.get('rc')})")
             break
         if outcome.get("checkpoint") is False and by == "slurm":
@@ -202,7 +206,7 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
     final = _wait(lambda: ((s := service.job_status(job_id, client=client)).finished and s)
                   or watcher.tick(), left(), "the job to finish", poll_s=2.0)
     evs = events()
-    requeues = sum(1 for e in evs if e.get("event") == "requeue")
+    requeues = sum(1 for e in evs if e.get("event") == protocol.EVENT_REQUEUE)
     resumes = _all_steps(result.log_path, protocol.TAG_RESUME + " ")
     if resumes:
         log(f"attempts resumed from step {', '.join(map(str, resumes))} (the committed checkpoints)")
@@ -223,7 +227,7 @@ def _leave_notice(run_dir: Path, job_id: str, notice_s: float) -> None:
 
 
 def _ended(evs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return next((e for e in evs if e.get("event") == "job_end"), None)
+    return next((e for e in evs if e.get("event") == protocol.EVENT_JOB_END), None)
 
 
 def _log_size(path: Path | None) -> int:

@@ -11,6 +11,35 @@ from hpcflow.slurm.render import NetworkExports
 from hpcflow.spec.job import JobSpec
 
 
+def network_problems(spec: JobSpec) -> list[str]:
+    """What the ``network`` block asks that its instance type cannot give, per hpcflow's
+    instance catalog (:func:`hpcflow.nccl.presets.node_facts`); empty for an instance type the
+    catalog does not know (nothing to check it against).
+
+    - ``require_efa: true`` where the runtime's EFA check cannot run: the type has no EFA, or
+      no NVIDIA GPUs (the check reads NCCL's log of a GPU job), so the job would never stop on
+      a fall back to TCP sockets as asked.
+    - ``gpus_per_node`` above the type's NVIDIA GPUs: Slurm could never place the job on it.
+    """
+    net = spec.network
+    facts = node_facts(net.instance_type) if net is not None else None
+    if net is None or facts is None:
+        return []
+    where = f"(instance catalog, {facts.source})"
+    out = []
+    if net.require_efa is True and not facts.efa_gpu:
+        lacks = ("has no EFA" if not facts.efa_interfaces else
+                 "has EFA but no NVIDIA GPUs, where the runtime's EFA check does not run")
+        out.append(f"network.require_efa: true, but {net.instance_type} {lacks} {where}; leave "
+                   "require_efa out (or false) on this type, or choose a type with EFA and "
+                   "NVIDIA GPUs such as p5.48xlarge")
+    gpus = spec.gpus_per_node
+    if gpus is not None and facts.nvidia_gpus and gpus > facts.nvidia_gpus:
+        out.append(f"gpus_per_node: {gpus} is more than the {facts.nvidia_gpus} GPUs of "
+                   f"{net.instance_type} {where}; at most {facts.nvidia_gpus}")
+    return out
+
+
 def network_exports(spec: JobSpec) -> NetworkExports | None:
     """The ``network`` block's exports, or None without the block.
 

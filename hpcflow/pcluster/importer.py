@@ -100,6 +100,7 @@ def import_config(cfg: dict[str, Any], name: str | None = None,
     if as_dict(target.get("Scheduling")).get("Scheduler", "slurm") != "slurm":
         raise SpecError("cannot import: Scheduling.Scheduler must be slurm (hpcflow builds "
                         "Slurm clusters)")
+    check_shape(target)
     cat = catalog or Catalog.offline()
     fields = spec_fields(target, name)
     if region is not None and "Region" not in target:
@@ -112,6 +113,70 @@ def import_config(cfg: dict[str, Any], name: str | None = None,
         raise HpcflowError("cluster import: the spec found does not render the config back; "
                            "this is a bug in hpcflow, please report it with the config")
     return data
+
+
+def _kind(value: Any) -> str:
+    """How a message names the YAML kind of ``value``."""
+    return ("a mapping" if isinstance(value, dict) else "a list" if isinstance(value, list)
+            else "a string" if isinstance(value, str) else "null" if value is None
+            else f"a {type(value).__name__}")
+
+
+def check_shape(cfg: Mapping[str, Any]) -> None:
+    """Refuse, before any other work, a config whose queues, compute resources or queue subnets
+    are not of the kinds ParallelCluster takes, or that has more queues or compute resources than it
+    allows (the import's search renders the config once per field: a config over these bounds
+    is refused before that work, not after minutes of it).
+
+    Bounds: :data:`hpcflow.pcluster.rules.MAX_QUEUES` queues, :data:`~hpcflow.pcluster.rules.
+    MAX_CR_PER_QUEUE` compute resources per queue and :data:`~hpcflow.pcluster.rules.
+    MAX_CR_PER_CLUSTER` in the cluster (aws-parallelcluster ``pcluster/constants.py``:
+    ``MAX_NUMBER_OF_QUEUES = 50``, ``MAX_NUMBER_OF_COMPUTE_RESOURCES_PER_CLUSTER =
+    MAX_COMPUTE_RESOURCES_PER_QUEUE = 50``), the same bounds ``cluster validate`` holds a
+    config to.
+
+    Raises:
+        SpecError: naming the key, what it holds and what ParallelCluster takes.
+    """
+    from hpcflow.pcluster.rules import MAX_CR_PER_CLUSTER, MAX_CR_PER_QUEUE, MAX_QUEUES
+
+    sched = as_dict(cfg.get("Scheduling"))
+    qs = sched.get("SlurmQueues")
+    if qs is not None and not isinstance(qs, list):
+        raise SpecError(f"cannot import: Scheduling.SlurmQueues: {short_value(qs)} is "
+                        f"{_kind(qs)}; ParallelCluster takes a list of queues (- Name: ...)")
+    qs = qs or []
+    if len(qs) > MAX_QUEUES:
+        raise SpecError(f"cannot import: Scheduling.SlurmQueues: {len(qs)} queues; "
+                        f"ParallelCluster allows at most {MAX_QUEUES}")
+    total = 0
+    for qi, q in enumerate(qs):
+        where = f"Scheduling.SlurmQueues[{qi}]"
+        if not isinstance(q, dict):
+            raise SpecError(f"cannot import: {where}: {short_value(q)} is {_kind(q)}; "
+                            "ParallelCluster takes a queue mapping (Name, Networking, "
+                            "ComputeResources)")
+        subnets = as_dict(q.get("Networking")).get("SubnetIds")
+        if subnets is not None and not (isinstance(subnets, list)
+                                        and all(isinstance(s, str) for s in subnets)):
+            raise SpecError(f"cannot import: {where}.Networking.SubnetIds: "
+                            f"{short_value(subnets)} is {_kind(subnets)}; ParallelCluster takes "
+                            "a list of subnet ids, e.g. [subnet-0123456789abcdef0]")
+        crs = q.get("ComputeResources")
+        if crs is not None and not (isinstance(crs, list)
+                                    and all(isinstance(c, dict) for c in crs)):
+            raise SpecError(f"cannot import: {where}.ComputeResources: {short_value(crs)} is "
+                            f"{_kind(crs)}; ParallelCluster takes a list of compute resource "
+                            "mappings (- Name: ..., InstanceType: ...)")
+        crs = crs or []
+        if len(crs) > MAX_CR_PER_QUEUE:
+            raise SpecError(f"cannot import: {where}.ComputeResources: {len(crs)} compute "
+                            f"resources; ParallelCluster allows at most {MAX_CR_PER_QUEUE} "
+                            "per queue")
+        total += len(crs)
+    if total > MAX_CR_PER_CLUSTER:
+        raise SpecError(f"cannot import: Scheduling.SlurmQueues: {total} compute resources in "
+                        f"the cluster; ParallelCluster allows at most {MAX_CR_PER_CLUSTER}")
 
 
 def _with_raw(data: dict[str, Any], target: dict[str, Any], cat: Catalog) -> dict[str, Any]:
@@ -173,6 +238,23 @@ def _size(data: Any) -> int:
     return 0 if data is None else len(repr(data))
 
 
+def _check_renders(data: dict[str, Any], config_path: str, catalog: Catalog | None) -> None:
+    """Refuse a spec that ``hpcflow cluster render`` would refuse, with render's own message
+    (its rules and the ParallelCluster schema, :func:`hpcflow.pcluster.render.check_spec`),
+    before the import says it succeeded or writes anything.
+
+    Raises:
+        SpecError: one line per problem, as render gives them.
+    """
+    from hpcflow.pcluster.facts import catalog_with_cache
+    from hpcflow.pcluster.render import _raise_on_errors, check_spec
+
+    spec = ClusterSpec.model_validate(data)
+    result = check_spec(spec, catalog or catalog_with_cache(spec.region))
+    _raise_on_errors(result, config_path, "in the cluster spec imported from it (`hpcflow "
+                     "cluster render` would refuse that spec, and `cluster validate` the config)")
+
+
 def import_file(config_path: str, output: str | None, name: str | None = None,
                 catalog: Catalog | None = None, region: str | None = None,
                 environ: Mapping[str, str] | None = None
@@ -188,7 +270,8 @@ def import_file(config_path: str, output: str | None, name: str | None = None,
         The spec data, its YAML text, and the region with where it came from.
 
     Raises:
-        SpecError: the file is missing, not a YAML mapping, or cannot be imported; or ``output``
+        SpecError: the file is missing, not a YAML mapping, or cannot be imported; the spec it
+            gives would be refused by ``hpcflow cluster render`` (its message); or ``output``
             is the input file.
         HpcflowError: ``output`` cannot be written (nothing is left behind).
     """
@@ -207,6 +290,7 @@ def import_file(config_path: str, output: str | None, name: str | None = None,
         raise SpecError(f"{config_path}: the file is empty; give a ParallelCluster YAML config")
     found = find_region(cfg, region, environ)
     data = import_config(cfg, name, catalog, found.region)
+    _check_renders(data, config_path, catalog)
     where = "" if found.source == "the config's Region" else \
         (f"\nThe config has no Region: hpcflow checks it in {found.region} (from {found.source});"
          "\nRegion: null in the pcluster: block keeps the render without Region, as the config.")

@@ -1,6 +1,8 @@
 """Values ParallelCluster's schema takes but AWS refuses at create time, checked on the config so
 that ``hpcflow cluster validate`` judges a hand-written file as the cluster spec would: the region,
-S3 bucket names, the key pair name, ``ScaledownIdletime`` and FSx ``StorageCapacity``.
+S3 bucket names, the key pair name, ``ScaledownIdletime``, FSx ``StorageCapacity``, EBS volume
+sizes and mount directories (a ``pcluster:`` block carries any value past the spec's fields, so
+the config is checked whatever wrote it).
 
 Each is stricter than ParallelCluster's schema (aws-parallelcluster 3.16.1), and its message says
 so and why. The bounds are the spec's (:mod:`hpcflow.spec.cluster`,
@@ -9,13 +11,14 @@ so and why. The bounds are the spec's (:mod:`hpcflow.spec.cluster`,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from hpcflow.pcluster.catalog import Catalog
 from hpcflow.pcluster.findings import QP, Ctx, FieldPath, as_dict, queues
 from hpcflow.spec.cluster import MAX_SCALEDOWN_MIN
-from hpcflow.spec.cluster_storage import MAX_FSX_CAPACITY_GIB
+from hpcflow.spec.cluster_storage import MAX_EBS_GIB, MAX_FSX_CAPACITY_GIB
 from hpcflow.spec.cluster_types import region_problem
 from hpcflow.spec.messages import short_value
 from hpcflow.spec.s3uri import bucket_name_problem
@@ -42,6 +45,7 @@ def check_values(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
                 f"{short_value(idle)} minutes; at most {MAX_SCALEDOWN_MIN:,} (its seconds must "
                 "fit the signed 32-bit integer of Slurm's SuspendTime; stricter than "
                 "ParallelCluster's schema, which has no upper bound)")
+    _check_volumes(cfg, ctx)
     storages = cfg.get("SharedStorage")
     for si, st in enumerate(storages if isinstance(storages, list) else []):
         cap = as_dict(as_dict(st).get("FsxLustreSettings")).get("StorageCapacity")
@@ -50,6 +54,51 @@ def check_values(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
                                               "StorageCapacity"), cap,
                     f"{short_value(cap)} GiB; the FSx API takes at most "
                     f"{MAX_FSX_CAPACITY_GIB:,} (CreateFileSystem StorageCapacity; {_STRICTER})")
+
+
+#: A mount directory as the spec's ``mount_dir`` takes it (:data:`hpcflow.spec.cluster_types.
+#: MountDir`): an absolute path of letters, digits and ``_ . / -``; a newline or a space would
+#: split the mount line the nodes write.
+_MOUNT_DIR_RE = re.compile(r"/[A-Za-z0-9_./-]*")
+
+
+def _local_storages(cfg: Mapping[str, Any]) -> list[tuple[FieldPath, dict[str, Any]]]:
+    """``LocalStorage`` of the head node and of each queue's compute settings, with paths."""
+    out = [(("HeadNode", "LocalStorage"),
+            as_dict(as_dict(cfg.get("HeadNode")).get("LocalStorage")))]
+    for qi, q in queues(cfg):
+        out.append((QP(qi) + ("ComputeSettings", "LocalStorage"),
+                    as_dict(as_dict(q.get("ComputeSettings")).get("LocalStorage"))))
+    return out
+
+
+def _check_volumes(cfg: Mapping[str, Any], ctx: Ctx) -> None:
+    """EBS sizes at most :data:`~hpcflow.spec.cluster_storage.MAX_EBS_GIB` (root volumes and
+    shared EBS volumes) and mount directories of the spec's form (shared storage and ephemeral
+    volumes)."""
+    sizes: list[tuple[FieldPath, Any]] = []
+    mounts: list[tuple[FieldPath, Any]] = []
+    for path, local in _local_storages(cfg):
+        sizes.append((path + ("RootVolume", "Size"), as_dict(local.get("RootVolume")).get("Size")))
+        mounts.append((path + ("EphemeralVolume", "MountDir"),
+                       as_dict(local.get("EphemeralVolume")).get("MountDir")))
+    storages = cfg.get("SharedStorage")
+    for si, st in enumerate(storages if isinstance(storages, list) else []):
+        sizes.append((("SharedStorage", si, "EbsSettings", "Size"),
+                      as_dict(as_dict(st).get("EbsSettings")).get("Size")))
+        mounts.append((("SharedStorage", si, "MountDir"), as_dict(st).get("MountDir")))
+    for path, size in sizes:
+        if isinstance(size, int) and not isinstance(size, bool) and size > MAX_EBS_GIB:
+            ctx.add("EBS_TOO_LARGE", "error", path, size,
+                    f"{short_value(size)} GiB; an EBS volume has at most {MAX_EBS_GIB:,} GiB "
+                    f"(64 TiB, io2 Block Express; gp3 16 TiB: Amazon EBS volume constraints; "
+                    f"{_STRICTER})")
+    for path, mount in mounts:
+        if isinstance(mount, str) and not _MOUNT_DIR_RE.fullmatch(mount):
+            ctx.add("BAD_MOUNT_DIR", "error", path, mount,
+                    f"{short_value(mount)} is not an absolute path of letters, digits and "
+                    "_ . / - (e.g. /fsx): a newline or a space would split the mount line the "
+                    "nodes write (stricter than ParallelCluster's schema, which takes it)")
 
 
 def _check_buckets(cfg: Mapping[str, Any], ctx: Ctx) -> None:

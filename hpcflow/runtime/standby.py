@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import builtins
 import importlib
-import json
 import os
 import runpy
 import signal
@@ -50,8 +49,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from hpcflow.contract import GoRecord
 from hpcflow.fsutil import write_atomic
-from hpcflow.protocol import ENV_WARM_MODULES, ENV_WARM_T0
+from hpcflow.protocol import ENV_WARM_MODULES, ENV_WARM_T0, STANDBY_STEP_SUFFIX
 
 __all__ = ["Go", "Program", "first_path", "loaded_package_modules", "main", "mark_step", "parse_program",
            "preload", "preload_names", "read_go", "record_loaded_modules", "wait_for_go"]
@@ -197,29 +197,14 @@ def preload(names: Iterable[str], stop: Callable[[], bool] = lambda: False) -> t
     return imported, skipped
 
 
-@dataclass(frozen=True)
-class Go:
-    """The go file's content: the environment to take, or quit."""
-
-    env: dict[str, str]
-    quit: bool
+#: The go file's content: the environment to take, or quit (the contract's record).
+Go = GoRecord
 
 
 def read_go(text: str) -> Go | None:
-    """The go file's JSON, or None while it is not whole (the supervisor writes it atomically,
-    so a partial read means another writer; it is read again)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    if data.get("quit"):
-        return Go(env={}, quit=True)
-    env = data.get("env")
-    if not isinstance(env, dict):
-        return None
-    return Go(env={str(k): str(v) for k, v in env.items()}, quit=False)
+    """The go file's record (:meth:`hpcflow.contract.GoRecord.decode`), or None while it is not
+    whole."""
+    return GoRecord.decode(text)
 
 
 def look(path: Path) -> Go | None:
@@ -261,7 +246,7 @@ def mark_step(go_path: Path, environ: Mapping[str, str]) -> None:
     if environ.get("SLURM_PROCID", "0") != "0" or not environ.get("SLURM_STEP_ID"):
         return
     try:
-        write_atomic(go_path.with_name(go_path.name + ".step"),
+        write_atomic(go_path.with_name(go_path.name + STANDBY_STEP_SUFFIX),
                             environ["SLURM_STEP_ID"], mode=0o600, durable=False)
     except OSError:
         pass  # the standby then finds its go file at its next look, without the wake-up

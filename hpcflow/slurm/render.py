@@ -18,6 +18,13 @@ from dataclasses import dataclass
 import jinja2
 
 from hpcflow import protocol
+from hpcflow.contract import (
+    MirrorSettings,
+    StepSettings,
+    SupervisorSettings,
+    TorchrunSettings,
+    WatchdogSettings,
+)
 from hpcflow.resources import data_dir
 from hpcflow.spec.job import JobSpec
 
@@ -214,46 +221,51 @@ def supervisor_config(spec: JobSpec, *, python: str | None = None,
             check at each attempt's start leaves the run directory's owner and mode alone
             (``"allow_shared_dir": true``, a member only such a job has).
     """
+    return json.dumps(supervisor_settings(spec, python=python,
+                                          allow_shared_dir=allow_shared_dir).encode(),
+                      indent=1, sort_keys=True)
+
+
+def supervisor_settings(spec: JobSpec, *, python: str | None = None,
+                        allow_shared_dir: bool = False) -> SupervisorSettings:
+    """The :class:`~hpcflow.contract.SupervisorSettings` of ``spec`` (arguments as
+    :func:`supervisor_config`'s): built here once, from the spec's values."""
     res = spec.resilience
     hpcflow_python = python or sys.executable
     interpreter = spec.program.python or hpcflow_python
-    cfg: dict[str, object] = {
-        "protocol_version": protocol.PROTOCOL_VERSION,
-        "ntasks": spec.ntasks,
-        "step_nodes": spec.nodes,
-        "max_requeues": spec.preemption.max_requeues,
-        "max_preemptions": spec.preemption.max_preemptions,
-        "requeue_allowed": spec.preemption.requeue,
-        "resilience": res is not None,
-        "program_protocol": spec.program.protocol,
-        "launcher": spec.launcher,
-        "requeue_margin_s": spec.preemption.requeue_margin_s,
-        "term_grace_s": TERM_GRACE_S,
-        "signal": spec.preemption.signal,
-        "signal_lead_s": spec.preemption.signal_lead_s,
-        "time_limit_s": spec.time_limit_s,
-        "hpcflow_python": hpcflow_python,
-        "env": step_env(spec),
-        "step": {
-            "srun": srun_options(spec),
-            "torchrun": ({"python": interpreter, "nproc_per_node": spec.tasks_per_node}
-                         if spec.launcher == "torchrun" else None),
-            "program": program_words(spec, interpreter),
-        },
-        "watchdog": ({"options": watchdog_options(spec),
-                      "heartbeat_interval_s": res.heartbeat_interval_s}
-                     if res is not None and res.watchdog else None),
-        "mirror": ({"s3_uri": spec.checkpoint.s3_uri, "keep": spec.checkpoint.keep}
-                   if spec.checkpoint.s3_uri else None),
-        "spot_watch_nodes": allocated_nodes(spec) if spec.preemption.spot_watch else 0,
-        "warm_standby": bool(res is not None and res.warm_standby),
-    }
-    if res is not None:
-        cfg.update(max_in_job_restarts=res.max_in_job_restarts, max_failures=res.max_failures,
-                   exclude_after=res.exclude_after_failures)
-    if allow_shared_dir:
-        cfg["allow_shared_dir"] = True
-    return json.dumps(cfg, indent=1, sort_keys=True)
+    return SupervisorSettings(
+        protocol_version=protocol.PROTOCOL_VERSION,
+        ntasks=spec.ntasks,
+        step_nodes=spec.nodes,
+        max_requeues=spec.preemption.max_requeues,
+        max_preemptions=spec.preemption.max_preemptions,
+        requeue_allowed=spec.preemption.requeue,
+        resilience=res is not None,
+        program_protocol=spec.program.protocol,
+        launcher=spec.launcher,
+        requeue_margin_s=spec.preemption.requeue_margin_s,
+        term_grace_s=TERM_GRACE_S,
+        signal=spec.preemption.signal,
+        signal_lead_s=spec.preemption.signal_lead_s,
+        time_limit_s=spec.time_limit_s,
+        hpcflow_python=hpcflow_python,
+        env=step_env(spec),
+        step=StepSettings(
+            srun=tuple(srun_options(spec)),
+            torchrun=(TorchrunSettings(interpreter, spec.tasks_per_node)
+                      if spec.launcher == "torchrun" else None),
+            program=tuple(program_words(spec, interpreter))),
+        watchdog=(WatchdogSettings(tuple(watchdog_options(spec)), res.heartbeat_interval_s)
+                  if res is not None and res.watchdog else None),
+        mirror=(MirrorSettings(spec.checkpoint.s3_uri, spec.checkpoint.keep)
+                if spec.checkpoint.s3_uri else None),
+        spot_watch_nodes=allocated_nodes(spec) if spec.preemption.spot_watch else 0,
+        warm_standby=bool(res is not None and res.warm_standby),
+        max_in_job_restarts=res.max_in_job_restarts if res is not None else 0,
+        max_failures=res.max_failures if res is not None else 0,
+        exclude_after=res.exclude_after_failures if res is not None else 0,
+        allow_shared_dir=allow_shared_dir,
+    )
 
 
 @functools.lru_cache(maxsize=1)

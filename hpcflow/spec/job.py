@@ -30,6 +30,7 @@ from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_L
     MAX_REQUEUES,
     MAX_TASKS_PER_NODE,
     MAX_TEXT_CHARS,
+    MIN_RUN_BEFORE_WARNING_S,
     MIN_SIGNAL_LEAD_S,
     NAME_MAX_BYTES,
     NAME_RE,
@@ -283,6 +284,19 @@ class JobSpec(SpecModel):
                 f"sends the signal up to {SIGNAL_JITTER_S} s off its mark (sbatch --signal), so "
                 "the lead must cover that plus a step and a checkpoint save; or 0 (or left out) "
                 "for a job without a warning",
+            ))
+        elif (lead and self.time_limit_s - lead < MIN_RUN_BEFORE_WARNING_S
+              and "signal_lead_s" in self.preemption.model_fields_set):
+            # A lead given in the spec; the default lead's own rule is lead_for_short_jobs.
+            problems.append((
+                "preemption.signal_lead_s",
+                lead,
+                f"must leave at least {MIN_RUN_BEFORE_WARNING_S} s of time_limit "
+                f"({self.time_limit} = {self.time_limit_s} s) before the warning, so at most "
+                f"{self.time_limit_s - MIN_RUN_BEFORE_WARNING_S} s: with "
+                f"{self.time_limit_s - lead} s left the warning (which Slurm may send "
+                f"{SIGNAL_JITTER_S} s early) comes at every start, and the job saves and requeues "
+                "without training; or 0 (or left out) for a job without a warning",
             ))
         margin = self.preemption.requeue_margin_s
         if lead and margin >= lead:

@@ -33,6 +33,11 @@ SIGNAL_JITTER_S = 60
 MIN_SIGNAL_LEAD_S = SIGNAL_JITTER_S + 30
 #: The warning lead a spec gets when it names none (and its time limit is longer than this).
 DEFAULT_SIGNAL_LEAD_S = 120
+#: The least time an explicit ``signal_lead_s`` must leave of the time limit, in seconds: the
+#: time for a step and a save that :data:`MIN_SIGNAL_LEAD_S` allows beyond Slurm's jitter. A lead
+#: 1 s below the limit would put the warning at every start, and a job that joins the protocol
+#: would save and requeue at once on every attempt, never training.
+MIN_RUN_BEFORE_WARNING_S = MIN_SIGNAL_LEAD_S - SIGNAL_JITTER_S
 #: sbatch(1), ``--signal``: "sig_time must be an integer value between 0 and 65535".
 MAX_SIGNAL_LEAD_S = 65535
 
@@ -52,6 +57,9 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 RUN_DIR_FORBIDDEN = {'"': "a double quote", "%": "'%'", "\\": "a backslash"}
 
 StrictInt = Annotated[int, Field(strict=True)]
+#: A number field: an int or a float, finite; YAML's ``true`` is not ``1.0`` and ``"3"`` is not a
+#: number (strict), so a typo is refused with the field's name rather than taken.
+StrictFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 # Upper bounds: far above any real job, low enough that no value wraps in bash arithmetic
 # (64-bit) or reaches an #SBATCH line Slurm would misread.

@@ -13,7 +13,14 @@ from pydantic import Field, field_validator, model_validator
 from hpcflow.plan.layout import DEFAULT_HEADROOM as LAYOUT_HEADROOM
 from hpcflow.plan.models import PRESETS as MODEL_PRESETS
 from hpcflow.plan.models import ModelShape
-from hpcflow.spec.job_fields import INSTANCE_TYPE_RE, VERSION_RE, SpecModel, StrictInt, raise_problems
+from hpcflow.spec.job_fields import (
+    INSTANCE_TYPE_RE,
+    VERSION_RE,
+    SpecModel,
+    StrictFloat,
+    StrictInt,
+    raise_problems,
+)
 
 
 def _instance_type(value: str) -> str:
@@ -50,7 +57,7 @@ class ModelShapeSpec(SpecModel):
         description="fsdp: parameters, gradients and optimizer sharded over dp; zero1: the "
                     "optimizer only; ddp: nothing.",
     )
-    headroom: float = Field(default=LAYOUT_HEADROOM, ge=0, le=0.9,
+    headroom: StrictFloat = Field(default=LAYOUT_HEADROOM, ge=0, le=0.9,
                             description="Fraction of GPU memory kept free.")
     instance_type: str | None = Field(
         default=None,

@@ -29,6 +29,7 @@ from hpcflow.spec.job_fields import (
     MODULE_RE,
     SIGNAL_JITTER_S,
     SpecModel,
+    StrictFloat,
     StrictInt,
     Text,
     path_text,
@@ -322,7 +323,7 @@ class CheckpointSpec(SpecModel):
             "(docs/plan.md); null: interval_steps alone decides."
         ),
     )
-    failures_per_node_hour: float = Field(
+    failures_per_node_hour: StrictFloat = Field(
         default=LLAMA3_FAILURES_PER_NODE_HOUR, ge=0, le=1000,
         description=(
             "Unwarned failures per node-hour that interval: auto plans with; default Llama 3's "

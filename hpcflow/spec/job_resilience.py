@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from hpcflow.pycommand import PYTHON_NAME_RE, STANDBY_PYTHON_OPTIONS, split_python_options
-from hpcflow.spec.job_fields import SpecModel, StrictInt
+from hpcflow.spec.job_fields import MODULE_RE, SpecModel, StrictFloat, StrictInt
 
 #: A day: no section of a sane job waits longer without a heartbeat.
 MAX_TIMEOUT_S = 86_400
@@ -47,7 +47,7 @@ class TimeoutsSpec(SpecModel):
         default=60, ge=1, le=MAX_TIMEOUT_S,
         description="Least derived step timeout: max(step_factor x p99 step time, this).",
     )
-    step_factor: float = Field(
+    step_factor: StrictFloat = Field(
         default=3.0, ge=1.0, le=100.0,
         description="Multiple of the p99 step time (and of the longest save) that is a hang.",
     )
@@ -163,10 +163,13 @@ def warm_standby_problems(*, launcher: str, container: bool, module: str | None,
     if module is not None or argv is None:
         return []
     _, program = split_python_options(argv[1:])
-    runs = (program[:1] == ["-m"] and len(program) >= 2) or (
+    # ``-m`` takes a module name: ``-m --flag`` is an option where the module should be.
+    runs = (program[:1] == ["-m"] and len(program) >= 2
+            and bool(MODULE_RE.fullmatch(program[1]))) or (
         bool(program) and not program[0].startswith("-"))
     if not (PYTHON_NAME_RE.fullmatch(os.path.basename(argv[0])) and runs):
         return [(field, True, "needs a Python program: program.module, or program.argv "
-                 "[python, script.py, ...] or [python, -m, module, ...], with no interpreter "
+                 "[python, script.py, ...] or [python, -m, module, ...] (a module name after "
+                 "-m, not an option), with no interpreter "
                  f"option but {', '.join(STANDBY_PYTHON_OPTIONS)} (argv is {argv[:3]!r}...)")]
     return []

@@ -24,6 +24,12 @@ _IP_RE = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 #: and table buckets.
 RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+#: An S3 object key's most bytes, UTF-8 (Amazon S3 User Guide, "Naming Amazon S3 objects": "The
+#: object key name ... can be up to 1,024 bytes long").
+MAX_KEY_BYTES = 1024
+#: The most bytes of a prefix: the rest of a key is the checkpoint folder and file names the S3
+#: mirror puts after it (``<prefix>/<step folder>/<file>``).
+MAX_PREFIX_BYTES = MAX_KEY_BYTES - 256
 _PREFIX_PART_RE = re.compile(r"[A-Za-z0-9!_.*'()-]+")
 
 ALLOWED = ("s3://BUCKET or s3://BUCKET/PREFIX, where BUCKET is 3-63 lowercase letters, digits, "
@@ -88,6 +94,11 @@ def parse_s3_uri(text: str) -> S3Uri:
         raise ValueError(f"bucket {bucket!r} is not a valid S3 bucket name ({problem}); "
                          f"allowed: {ALLOWED}")
     prefix = prefix[:-1] if prefix.endswith("/") else prefix
+    if len(prefix.encode("utf-8")) > MAX_PREFIX_BYTES:
+        raise ValueError(f"prefix of {len(prefix.encode('utf-8')):,} bytes is too long: at most "
+                         f"{MAX_PREFIX_BYTES} bytes (an S3 key has at most {MAX_KEY_BYTES:,}, and "
+                         f"{MAX_KEY_BYTES - MAX_PREFIX_BYTES} are kept for the checkpoint folder "
+                         "and file names put after it)")
     if prefix and not all(_PREFIX_PART_RE.fullmatch(p) and p not in (".", "..")
                           for p in prefix.split("/")):
         raise ValueError(f"prefix {prefix!r} is not allowed; allowed: {ALLOWED}")

@@ -56,7 +56,8 @@ class Request:
         gid: the job's group (``GroupId``).
         job_id: the job (the notice file's name, and the ledger events' ``job_id``).
         notice_time: the notice's time, Unix seconds.
-        event: with :data:`RECORD`, the ledger line to append.
+        event: with :data:`RECORD`, the ledger line to append, newline included, in the one
+            JSON form of :func:`hpcflow.ledger.event_line`.
     """
 
     op: str
@@ -65,7 +66,7 @@ class Request:
     gid: int
     job_id: str
     notice_time: int
-    event: dict[str, Any] | None = None
+    event: str | None = None
 
 
 @dataclass
@@ -342,7 +343,7 @@ def _do(req: dict[str, Any]) -> dict[str, Any]:
             fd = _open_regular(state_fd, req["ledger"], os.O_WRONLY | os.O_APPEND | os.O_CREAT,
                                req["uid"], where)
             try:  # one write of one short line: appenders do not interleave
-                os.write(fd, (json.dumps(req["event"], sort_keys=True) + "\n").encode())
+                os.write(fd, str(req["event"]).encode())  # hpcflow.ledger.event_line's form
             finally:
                 os.close(fd)
             return {"ok": True}

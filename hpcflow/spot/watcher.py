@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcflow import protocol
+from hpcflow import ledger, protocol
 from hpcflow.aws.imds import ImdsClient, SpotNotice
 from hpcflow.errors import HpcflowError
 from hpcflow.spot import jobfiles
@@ -215,9 +215,10 @@ class SpotWatcher:
                 continue
             event = None
             if op == jobfiles.RECORD:
-                event = {"event": EVENT, "time": int(self._clock()), "job_id": job.job_id,
-                         "restart": job.restart, "action": notice.action,
-                         "notice_time": notice.time_s, "node": self.node, "signal": job.signal}
+                event = ledger.event_line(EVENT, job_id=job.job_id, restart=job.restart,
+                                          time_s=int(self._clock()), action=notice.action,
+                                          notice_time=notice.time_s, node=self.node,
+                                          signal=job.signal)
             requests.append(jobfiles.Request(op, job.run_dir, job.uid, job.gid, job.job_id,
                                              notice.time_s, event))
         if requests:

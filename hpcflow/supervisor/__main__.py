@@ -45,7 +45,7 @@ def _deadline(job: Job, end_time: str) -> int:
     """``SLURM_JOB_END_TIME`` (Slurm >= 23.02), else now plus the time limit."""
     if end_time.isdigit():
         return int(end_time)
-    return int(time.time()) + int(job.cfg.get("time_limit_s", 0))
+    return int(time.time()) + job.cfg.time_limit_s
 
 
 def _untrusted(job: Job) -> str | None:
@@ -57,7 +57,7 @@ def _untrusted(job: Job) -> str | None:
 
     try:
         check_attempt_dirs(job.paths.run_dir, job.paths.checkpoint_dir,
-                           allow_shared_dir=bool(job.cfg.get("allow_shared_dir")))
+                           allow_shared_dir=job.cfg.allow_shared_dir)
     except HpcflowError as exc:
         return str(exc)
     return None

@@ -30,12 +30,13 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hpcflow import fsutil
 from hpcflow import protocol as P
+from hpcflow.contract import SupervisorSettings
 from hpcflow.supervisor import facts
 from hpcflow.supervisor.commands import (
     own_cost_line,
@@ -76,10 +77,10 @@ class Attempt:
 
     def __init__(self, job: Job, *, deadline_s: int, nnodes: str = "") -> None:
         self.job = job
-        self.cfg: Mapping[str, Any] = job.cfg
+        self.cfg: SupervisorSettings = job.cfg
         self.turns = Turns(job, deadline_s=deadline_s, nnodes=nnodes)
         self.nnodes = nnodes
-        self.signal_name = str(self.cfg["signal"])
+        self.signal_name = self.cfg.signal
         self.signals_file = job.paths.state / P.signals_name(job.job_id, job.restart)
         self._signals_seen = 0
         self._signals_size = 0
@@ -91,7 +92,7 @@ class Attempt:
         self.mirror: subprocess.Popen[bytes] | None = None
         self.standby = (Standby(self.cfg, job.paths.state, job_id=job.job_id,
                                 restart=job.restart, log=log)
-                        if self.cfg.get("warm_standby") else None)
+                        if self.cfg.warm_standby else None)
         self._exclude: tuple[str, ...] = ()
         self._step_started = 0.0
 
@@ -129,7 +130,7 @@ class Attempt:
         paths = self.job.paths
         for stale in (paths.flag, paths.committed, paths.done):
             stale.unlink(missing_ok=True)
-        os.environ.update({k: str(v) for k, v in self.cfg.get("env", {}).items()})
+        os.environ.update(dict(self.cfg.env))
         os.environ.update({P.ENV_PREEMPT_FLAG: str(paths.flag),
                            P.ENV_PREEMPT_COMMITTED: str(paths.committed),
                            P.ENV_JOINED_DIR: str(paths.joined)})
@@ -137,7 +138,7 @@ class Attempt:
         if not answer.run:
             return answer.status
         hosts = self.job.hosts()
-        if self.cfg["launcher"] == "torchrun" and not hosts:
+        if self.cfg.launcher == "torchrun" and not hosts:
             log(f"cannot expand the node list '{self.job.nodelist}'")
             return self.turns.end(1)
         log(f"job {self.job.job_id} attempt {self.job.restart} on {self.job.nodelist or '?'}: "
@@ -165,7 +166,7 @@ class Attempt:
         if self.standby is not None:  # the next standby waits for this step's own module list
             paths.warm_modules.unlink(missing_ok=True)
         folders = [paths.joined]
-        if self.cfg.get("watchdog"):
+        if self.cfg.watchdog is not None:
             folders.append(paths.heartbeat(try_))
         for gone in (paths.errors(try_), paths.exits, *folders):
             shutil.rmtree(gone, ignore_errors=True)
@@ -249,13 +250,13 @@ class Attempt:
         # in-job restart is left to hand it.
         if (self.standby is not None and not self.turns.state.warnings
                 and not self.turns.terminated
-                and self.turns.try_ < int(self.cfg.get("max_in_job_restarts", 0))):
+                and self.turns.try_ < self.cfg.max_in_job_restarts):
             self.standby.maybe_start(elapsed_s=time.monotonic() - self._step_started,
                                      exclude=self._exclude)
 
     # ---- the processes beside the step -------------------------------------------------------
     def _python(self) -> str:
-        return str(self.cfg["hpcflow_python"])
+        return self.cfg.hpcflow_python
 
     def _popen(self, argv: list[str]) -> subprocess.Popen[bytes] | None:
         try:
@@ -288,7 +289,8 @@ class Attempt:
     def _mirror_args(self) -> list[str]:
         job = self.job
         return ["--checkpoint-dir", str(job.paths.checkpoint_dir),
-                "--s3-uri", str(self.cfg["mirror"]["s3_uri"]), "--ledger", str(job.paths.ledger),
+                "--s3-uri", self.cfg.mirror.s3_uri if self.cfg.mirror else "",
+                "--ledger", str(job.paths.ledger),
                 "--job-id", job.job_id, "--restart", str(job.restart)]
 
     @property
@@ -299,8 +301,8 @@ class Attempt:
         """Two-phase checkpoints (docs/checkpoints.md; only with ``checkpoint.s3_uri``): an
         empty checkpoint folder first gets the newest complete S3 mirror; then a mirror process
         beside the program copies each newly committed checkpoint to S3."""
-        mirror = self.cfg.get("mirror")
-        if not mirror:
+        mirror = self.cfg.mirror
+        if mirror is None:
             return
         pull = [self._python(), "-m", "hpcflow.mirror", "pull", *self._mirror_args()]
         try:
@@ -308,11 +310,11 @@ class Attempt:
         except OSError:
             ok = False
         if not ok:
-            log(f"could not pull from {mirror['s3_uri']}: the program starts without that "
+            log(f"could not pull from {mirror.s3_uri}: the program starts without that "
                 "checkpoint")
         self._mirror_stop.unlink(missing_ok=True)
         self.mirror = self._popen([self._python(), "-m", "hpcflow.mirror", "watch",
-                                   *self._mirror_args(), "--keep", str(mirror["keep"]),
+                                   *self._mirror_args(), "--keep", str(mirror.keep),
                                    "--stop-file", str(self._mirror_stop),
                                    "--parent-pid", str(os.getpid())])
 

@@ -11,7 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hpcflow import protocol as P
+from hpcflow.contract import SupervisorSettings
 from hpcflow.supervisor import facts
+
+#: The settings as the functions here take them: the record, or its JSON form (decoded once).
+Settings = SupervisorSettings | Mapping[str, Any]
 
 __all__ = ["COST_LINE", "own_cost_line", "sigprobe_argv", "spot_watch_argv", "step_argv",
            "step_status", "try_env", "watchdog_argv"]
@@ -23,7 +27,7 @@ def step_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def step_argv(cfg: Mapping[str, Any], *, job_id: str, exclude: Sequence[str] = (),
+def step_argv(cfg: Settings, *, job_id: str, exclude: Sequence[str] = (),
               rdzv_host: str = "", nnodes: str = "") -> list[str]:
     """The step's command: ``srun <options> [--exclude=<hosts>] [torchrun ...] <program>``.
 
@@ -34,21 +38,24 @@ def step_argv(cfg: Mapping[str, Any], *, job_id: str, exclude: Sequence[str] = (
         rdzv_host: torchrun's rendezvous host, the allocation's first.
         nnodes: ``SLURM_NNODES`` for torchrun's ``--nnodes`` ("": the spec's ``nodes``).
     """
-    step = cfg["step"]
-    argv = ["srun", *step["srun"]]
+    cfg = SupervisorSettings.decode(cfg)
+    step = cfg.step
+    if step is None:
+        raise ValueError("the supervisor's settings have no step")
+    argv = ["srun", *step.srun]
     if exclude:
         argv.append(f"--exclude={','.join(exclude)}")
-    torchrun = step.get("torchrun")
+    torchrun = step.torchrun
     if torchrun:
         # c10d's rendezvous on the first node, on the port derived from the job id
         # (hpcflow.protocol.port_for_job_number), so two jobs sharing a node do not collide.
-        argv += [torchrun["python"], "-m", "torch.distributed.run",
-                 f"--nnodes={nnodes or cfg['step_nodes']}",
-                 f"--nproc-per-node={torchrun['nproc_per_node']}",
+        argv += [torchrun.python, "-m", "torch.distributed.run",
+                 f"--nnodes={nnodes or cfg.step_nodes}",
+                 f"--nproc-per-node={torchrun.nproc_per_node}",
                  "--rdzv-backend=c10d",
                  f"--rdzv-endpoint={rdzv_host}:{P.port_for_job_number(int(job_id))}",
                  f"--rdzv-id={job_id}"]
-    return argv + list(step["program"])
+    return argv + list(step.program)
 
 
 #: The start of the supervisor's own cost line in the job log (bench/bench_goodput.py reads it).
@@ -65,55 +72,59 @@ def own_cost_line(wall_s: float) -> str:
     return f"{COST_LINE} {usage.ru_utime + usage.ru_stime:.2f} s of CPU in {wall_s:.1f} s"
 
 
-def try_env(cfg: Mapping[str, Any], paths: facts.Paths, try_: int) -> dict[str, str]:
+def try_env(cfg: Settings, paths: facts.Paths, try_: int) -> dict[str, str]:
     """What one step's ranks get beside the attempt's environment (docs/protocol.md,
     "Environment"): the try, where a failing rank leaves its exception, with the watchdog its
     heartbeat folder and interval, with a warm standby where rank 0 lists the modules it
     loaded (``HPCFLOW_WARM_MODULES``), and for an in-job restart (``try_`` > 0) the step's start as
     ``HPCFLOW_ATTEMPT_T0``, so that the restarted ranks' ``hpcflow-startup`` line times the
     restart from the supervisor's start of the new step (the batch script's start otherwise)."""
+    cfg = SupervisorSettings.decode(cfg)
     env = {P.ENV_STEP_TRY: str(try_), P.ENV_ERROR_DIR: str(paths.errors(try_))}
     if try_ > 0:  # an in-job restart: its start-up runs from this step's start
         env[P.ENV_ATTEMPT_T0] = f"{time.time():.6f}"
-    if cfg.get("warm_standby"):
+    if cfg.warm_standby:
         env[P.ENV_WARM_MODULES] = str(paths.warm_modules)
-    if cfg.get("watchdog"):
+    if cfg.watchdog is not None:
         env[P.ENV_HEARTBEAT_DIR] = str(paths.heartbeat(try_))
-        env[P.ENV_HEARTBEAT_INTERVAL_S] = str(cfg["watchdog"]["heartbeat_interval_s"])
+        env[P.ENV_HEARTBEAT_INTERVAL_S] = str(cfg.watchdog.heartbeat_interval_s)
     return env
 
 
-def watchdog_argv(cfg: Mapping[str, Any], paths: facts.Paths, try_: int) -> list[str]:
+def watchdog_argv(cfg: Settings, paths: facts.Paths, try_: int) -> list[str]:
     """The hang watchdog beside one step (``python -m hpcflow.watchdog``), with the settings
     of the spec's ``resilience.timeouts``; ``[]`` without the watchdog."""
-    wd = cfg.get("watchdog")
-    if not wd:
+    cfg = SupervisorSettings.decode(cfg)
+    wd = cfg.watchdog
+    if wd is None:
         return []
-    return [str(cfg["hpcflow_python"]), "-m", "hpcflow.watchdog",
-            "--heartbeat-dir", str(paths.heartbeat(try_)), "--ntasks", str(cfg["ntasks"]),
+    return [cfg.hpcflow_python, "-m", "hpcflow.watchdog",
+            "--heartbeat-dir", str(paths.heartbeat(try_)), "--ntasks", str(cfg.ntasks),
             "--run-dir", str(paths.run_dir), "--job-id", paths.job_id,
-            "--restart", str(paths.restart), "--try", str(try_), *wd["options"],
+            "--restart", str(paths.restart), "--try", str(try_), *wd.options,
             "--parent-pid", str(os.getpid())]
 
 
-def spot_watch_argv(cfg: Mapping[str, Any], job_id: str) -> list[str]:
+def spot_watch_argv(cfg: Settings, job_id: str) -> list[str]:
     """``preemption.spot_watch`` (docs/spot.md): one spot watcher per node of the allocation
     (spares included), for this job only, in a step of its own that shares the job's resources
     (``srun --overlap``); Slurm ends it with the job. ``[]`` when the spec does not ask."""
-    nodes = cfg.get("spot_watch_nodes")
+    cfg = SupervisorSettings.decode(cfg)
+    nodes = cfg.spot_watch_nodes
     if not nodes:
         return []
     return ["srun", "--overlap", "--kill-on-bad-exit=0", f"--nodes={nodes}", f"--ntasks={nodes}",
-            "--ntasks-per-node=1", "--cpus-per-task=1", str(cfg["hpcflow_python"]), "-m",
+            "--ntasks-per-node=1", "--cpus-per-task=1", cfg.hpcflow_python, "-m",
             "hpcflow", "spot-watch", "--job", job_id]
 
 
-def sigprobe_argv(cfg: Mapping[str, Any], *, job_id: str, try_: int, nnodes: str = "") -> list[str]:
+def sigprobe_argv(cfg: Settings, *, job_id: str, try_: int, nnodes: str = "") -> list[str]:
     """The catch probe (:mod:`hpcflow.supervisor.sigprobe`): one task on every node of the
     allocation, in a step of its own beside the program (``srun --overlap``), that says whether
     the program step's processes catch the warning signal."""
-    nodes = nnodes or str(cfg["step_nodes"])
+    cfg = SupervisorSettings.decode(cfg)
+    nodes = nnodes or str(cfg.step_nodes)
     return ["srun", "--overlap", "--kill-on-bad-exit=0", f"--nodes={nodes}", f"--ntasks={nodes}",
-            "--ntasks-per-node=1", "--cpus-per-task=1", "--quiet", str(cfg["hpcflow_python"]),
+            "--ntasks-per-node=1", "--cpus-per-task=1", "--quiet", cfg.hpcflow_python,
             "-m", "hpcflow.supervisor.sigprobe", "--job", job_id, "--try", str(try_),
-            "--signal", str(cfg["signal"])]
+            "--signal", cfg.signal]

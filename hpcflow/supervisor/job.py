@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow import ledger
+from hpcflow.contract import REQUIRED_SETTINGS, SupervisorSettings
 from hpcflow.hostlist import expand_hostlist
 from hpcflow.supervisor import facts, rules
 
@@ -29,32 +30,33 @@ class Job:
         run_dir, checkpoint_dir: ``HPCFLOW_RUN_DIR``, ``HPCFLOW_CHECKPOINT_DIR``.
     """
 
-    def __init__(self, cfg: Mapping[str, Any], *, job_id: str, requeue_id: str, restart: int,
-                 nodelist: str, run_dir: Path, checkpoint_dir: Path) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Mapping[str, Any] | SupervisorSettings, *, job_id: str,
+                 requeue_id: str, restart: int, nodelist: str, run_dir: Path,
+                 checkpoint_dir: Path) -> None:
+        self.cfg = cfg = SupervisorSettings.decode(cfg, required=REQUIRED_SETTINGS)
         self.job_id = job_id
         self.requeue_id = requeue_id or job_id
         self.restart = restart
         self.nodelist = nodelist
         self.paths = facts.Paths(Path(run_dir), Path(checkpoint_dir), job_id, restart)
         self.limits = rules.Limits(
-            ntasks=cfg["ntasks"], step_nodes=cfg["step_nodes"], max_requeues=cfg["max_requeues"],
-            # A batch script of an older protocol (version skew) has none; it runs no step.
-            max_preemptions=int(cfg.get("max_preemptions", 0)),
-            requeue_allowed=cfg["requeue_allowed"], resilience=cfg["resilience"],
-            max_in_job_restarts=cfg.get("max_in_job_restarts", 0),
-            max_failures=cfg.get("max_failures", 0), exclude_after=cfg.get("exclude_after", 0))
+            ntasks=cfg.ntasks, step_nodes=cfg.step_nodes, max_requeues=cfg.max_requeues,
+            # A batch script of an older protocol (version skew) has none: 0; it runs no step.
+            max_preemptions=cfg.max_preemptions,
+            requeue_allowed=cfg.requeue_allowed, resilience=cfg.resilience,
+            max_in_job_restarts=cfg.max_in_job_restarts,
+            max_failures=cfg.max_failures, exclude_after=cfg.exclude_after)
 
     @property
     def protocol(self) -> str:
         """``program.protocol`` (``auto``, ``requeue``, ``handles_signal``)."""
-        return str(self.cfg.get("program_protocol", "auto"))
+        return self.cfg.program_protocol
 
     @property
     def tasks(self) -> int:
         """The srun tasks of a step: its ranks, or one torchrun per node."""
-        if self.cfg.get("launcher", "srun") == "torchrun":
-            return int(self.cfg["step_nodes"])
+        if self.cfg.launcher == "torchrun":
+            return self.cfg.step_nodes
         return self.limits.ntasks
 
     def hosts(self) -> list[str]:

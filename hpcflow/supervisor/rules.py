@@ -1,8 +1,10 @@
 """The job's decisions as pure functions: facts in, an action out (docs/architecture.md).
 
 Nothing here reads a file, runs a command or looks at the clock: :mod:`hpcflow.supervisor.facts`
-gathers the inputs and :mod:`hpcflow.supervisor.__main__` carries out the result. Every rule is
-covered by a table of cases in ``tests/unit/supervisor``.
+gathers the inputs, and :class:`hpcflow.supervisor.turns.Turns` (the decisions' effects:
+ledger records, requeue, exclusion) with :class:`hpcflow.supervisor.attempt.Attempt` (the
+processes: the step, the watchdog, the mirror) carries out the result. Every rule is covered by
+a table of cases in ``tests/unit/supervisor``.
 
 The rules (docs/protocol.md, "Ending kinds", "Hangs and in-job restarts", "Spare nodes and node
 exclusion"):

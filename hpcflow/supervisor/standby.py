@@ -18,7 +18,6 @@ instead of starting a new step cold.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 from hpcflow import fsutil
 from hpcflow import protocol as P
+from hpcflow.contract import GoRecord, SupervisorSettings
 from hpcflow.pycommand import split_python_options
 from hpcflow.supervisor import facts
 
@@ -37,14 +37,14 @@ START_AFTER_S = 30.0
 QUIT_WAIT_S = 5.0
 
 
-def standby_argv(cfg: Mapping[str, Any], *, exclude: Sequence[str], go_file: Path,
+def standby_argv(cfg: Mapping[str, Any] | SupervisorSettings, *, exclude: Sequence[str], go_file: Path,
                  modules_file: Path) -> list[str]:
     """The standby step's command: the step's own srun options with ``--overlap`` (it shares the
     running step's CPUs, memory and GPUs; srun(1), Slurm >= 21.08) and ``exclude``, then the
     program's interpreter running :mod:`hpcflow.runtime.standby` with the program's words.
 
     Args:
-        cfg: the supervisor's settings; ``cfg["step"]["program"]`` is ``[python, -m, MODULE,
+        cfg: the supervisor's settings; ``cfg.step.program`` is ``[python, -m, MODULE,
             ...]`` or ``[python, SCRIPT, ...]``, maybe with interpreter options such as ``-u``
             after ``python`` (:data:`hpcflow.pycommand.STANDBY_PYTHON_OPTIONS`; the spec
             validates it, ``resilience.warm_standby``), which the standby's interpreter gets.
@@ -52,9 +52,11 @@ def standby_argv(cfg: Mapping[str, Any], *, exclude: Sequence[str], go_file: Pat
         go_file: the file the standby waits for.
         modules_file: the module list of the running step's rank 0.
     """
-    step = cfg["step"]
-    words = list(step["program"])
-    argv = ["srun", *step["srun"], "--overlap"]
+    step = SupervisorSettings.decode(cfg).step
+    if step is None:
+        raise ValueError("the supervisor's settings have no step")
+    words = list(step.program)
+    argv = ["srun", *step.srun, "--overlap"]
     if exclude:
         argv.append(f"--exclude={','.join(exclude)}")
     options, program = split_python_options(words[1:])
@@ -82,9 +84,9 @@ class Standby:
             scancel is not waited for).
     """
 
-    def __init__(self, cfg: Mapping[str, Any], state: Path, *, job_id: str, restart: int,
-                 log: Any, popen: Any = subprocess.Popen) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Mapping[str, Any] | SupervisorSettings, state: Path, *,
+                 job_id: str, restart: int, log: Any, popen: Any = subprocess.Popen) -> None:
+        self.cfg = SupervisorSettings.decode(cfg)
         self.state = state
         self.job_id = job_id
         self.restart = restart
@@ -102,7 +104,7 @@ class Standby:
 
     @property
     def _step_file(self) -> Path:
-        return self.go_file.with_name(self.go_file.name + ".step")
+        return self.go_file.with_name(self.go_file.name + P.STANDBY_STEP_SUFFIX)
 
     def maybe_start(self, *, elapsed_s: float, exclude: Sequence[str]) -> None:
         """Start a standby when none runs and one is due (:func:`standby_due`). A standby
@@ -148,7 +150,7 @@ class Standby:
                      "cold")
             self.quit()
             return None
-        self._send({"env": dict(env)})
+        self._send(GoRecord(env=dict(env)).as_dict())
         self.proc = None
         self.log(f"the restart is handed to warm standby {self.number}")
         return proc
@@ -163,11 +165,11 @@ class Standby:
             self._stop(proc)
         for number in range(1, self.number + 1):  # the files of this attempt's standbys
             go = self.state / P.standby_go_name(self.job_id, self.restart, number)
-            for path in (go, go.with_name(go.name + ".step")):
+            for path in (go, go.with_name(go.name + P.STANDBY_STEP_SUFFIX)):
                 path.unlink(missing_ok=True)
 
     def _stop(self, proc: subprocess.Popen[bytes]) -> None:
-        self._send({"quit": True})
+        self._send(GoRecord(quit=True).as_dict())
         try:
             proc.wait(timeout=QUIT_WAIT_S)
         except subprocess.TimeoutExpired:
@@ -182,7 +184,10 @@ class Standby:
         """Write the go file, then wake the standby step (once its rank 0 has written the step's
         id; scancel is not waited for)."""
         try:
-            fsutil.write_atomic(self.go_file, json.dumps(record), mode=0o600, durable=False)
+            go = GoRecord.from_dict(record)
+            if go is None:
+                raise ValueError(f"not a go record: {record!r:.80}")
+            fsutil.write_atomic(self.go_file, go.encode(), mode=0o600, durable=False)
         except OSError as exc:
             self.log(f"could not write {self.go_file}: {exc}")
             return

@@ -155,7 +155,7 @@ class Turns:
     def version_ok(self) -> bool:
         """The batch script speaks this hpcflow's protocol version; else ``job_end``
         ``version_skew`` is recorded with a message that says what to do."""
-        version = self.job.cfg.get("protocol_version")
+        version = self.job.cfg.protocol_version
         if version == P.PROTOCOL_VERSION:
             return True
         log(f"this job's batch script speaks hpcflow protocol version {version}, but the hpcflow "
@@ -186,7 +186,7 @@ class Turns:
                 protocol=job.protocol, joined=joined, ntasks=job.limits.ntasks,
                 step_running=running):
             verdict = self._catch_check()
-        plan = warning.on_warning(protocol=job.protocol, launcher=job.cfg.get("launcher", "srun"),
+        plan = warning.on_warning(protocol=job.protocol, launcher=job.cfg.launcher,
                                   signal=signal_name, joined=joined, ntasks=job.limits.ntasks,
                                   step_running=running, catch=verdict)
         if plan.flag:
@@ -219,7 +219,7 @@ class Turns:
         timer = warning.stop_timer(protocol=job.protocol, joined=joined,
                                    timer_armed=self.timer_at is not None,
                                    old_deadline_s=self.deadline_s, deadline_s=new, now_s=now,
-                                   margin_s=int(job.cfg.get("requeue_margin_s", 0)),
+                                   margin_s=job.cfg.requeue_margin_s,
                                    forwarded=state.forwarded)
         if not self.terminated:  # after Slurm's TERM (the program's own requeue) no stop comes
             for line in timer.log:
@@ -236,7 +236,7 @@ class Turns:
         job = self.job
         reports = effects.catch_reports(sigprobe_argv(job.cfg, job_id=job.job_id, try_=self.try_,
                                                       nnodes=self.nnodes))
-        return sigcatch.forward_verdict(reports, tasks=job.tasks, signal=str(job.cfg["signal"]))
+        return sigcatch.forward_verdict(reports, tasks=job.tasks, signal=job.cfg.signal)
 
     @staticmethod
     def _catch_fields(verdict: sigcatch.CatchVerdict, forwarded: bool) -> dict[str, Any]:
@@ -277,7 +277,7 @@ class Turns:
             self.state.held = False
             self.job.event(P.EVENT_STOP, signal="TERM")
             self.state.stopped_unaware = True
-            effects.stop_program(self.job.job_id, step_pid, int(self.job.cfg["term_grace_s"]))
+            effects.stop_program(self.job.job_id, step_pid, self.job.cfg.term_grace_s)
 
     # ---- after each step, and the end -----------------------------------------------------------
     def _slurm_view(self) -> tuple[warning.SlurmView, int | None]:

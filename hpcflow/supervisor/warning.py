@@ -1,8 +1,12 @@
-"""The warning and the deadline as pure functions: what the batch script's two traps do.
+"""The warning and the deadline as pure functions: what the supervisor does when the warning
+comes and when its stop timer is due.
 
-The batch script traps the preemption signal (``--signal=B:USR1@<lead>``, sbatch(1)) and the
-ALRM of its own stop timer, and asks the supervisor each time (docs/architecture.md, "The
-supervisor"). These rules give the answer; :mod:`hpcflow.supervisor.__main__` carries it out:
+The batch shell's trap of the preemption signal (``--signal=B:USR1@<lead>``, sbatch(1)) only
+appends a line to the attempt's signals file and passes the signal on to the supervisor
+(``python -m hpcflow.supervisor run``, its child, one per attempt), which keeps the stop timer
+itself (docs/architecture.md, "The supervisor"). These rules give the supervisor's answer;
+:class:`hpcflow.supervisor.turns.Turns` and :class:`hpcflow.supervisor.attempt.Attempt` carry
+it out:
 
 - :func:`deadline`: when the job must be off its nodes, re-read at every warning;
 - :func:`on_warning`: write the flag file, and forward the signal to the step or not;
@@ -65,7 +69,7 @@ def warning_cause(*, notice: bool, end_time_moved: bool) -> str:
 
 @dataclass(frozen=True)
 class WarningPlan:
-    """What the batch script does at once on the preemption warning.
+    """What the supervisor does at once on the preemption warning.
 
     Attributes:
         flag: write the flag file (the ranks that joined checkpoint at their next step).
@@ -187,7 +191,8 @@ def stop_timer(*, protocol: str, joined: int, timer_armed: bool, old_deadline_s:
 
 @dataclass(frozen=True)
 class DeadlineAction:
-    """What the batch script does when its stop timer fires.
+    """What the supervisor does when its stop timer is due (the deadline less
+    ``preemption.requeue_margin_s``).
 
     Attributes:
         action: ``"wait"`` (ranks joined: their checkpoint is coming), ``"stop"`` (TERM to the

@@ -68,8 +68,8 @@ def test_library_layers_never_import_the_cli():
     assert offenders == {}
 
 
-CORE = ("spec", "slurm", "protocol.py", "ending_kinds.py", "ledger.py", "hostlist.py", "command.py",
-        "fsutil.py", "errors.py", "check_result.py")
+CORE = ("spec", "slurm", "plan", "protocol.py", "contract.py", "ending_kinds.py", "ledger.py",
+        "hostlist.py", "command.py", "fsutil.py", "errors.py", "check_result.py")
 SERVICES = ("jobs", "launch", "local_cluster", "pcluster", "aws", "remote", "doctor", "nccl",
             "mirror", "spot", "watchdog", "supervisor", "hyperpod", "sagemaker")
 

@@ -306,3 +306,17 @@ def test_when_slurm_ends_the_job_it_is_never_requeued(harness, reason, ending):
     calls = (harness["log"] / "scontrol.calls").read_text()
     assert "requeue" not in calls and proc.returncode == 0
     assert "Slurm is ending the job" in stderr
+
+
+def test_every_event_the_supervisor_writes_decodes_with_the_contract(harness):
+    """The readers of a run directory skip an event whose members are not of their kinds
+    (hpcflow.contract.decode_event): what the supervisor really writes is never skipped."""
+    from hpcflow.contract import decode_events
+
+    (harness["root"] / "prog.py").write_text(SAVES_ON_TERM)
+    run = run_script(harness, "x", usr1=1, notice_in_s=32, run_dir_name="run",
+                     slurm_env=env(harness))
+    assert run.rc == 0, run.stderr
+    lines = [json.dumps(e) for e in run.events]
+    decoded = decode_events(lines)
+    assert decoded.skipped == 0 and len(decoded.events) == len(run.events) >= 4

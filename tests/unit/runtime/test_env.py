@@ -180,8 +180,11 @@ def test_importing_env_and_the_package_does_not_import_torch():
     # hpcflow.nccl.netlog: the NCCL log parser, pure and standard-library only, in a package
     # whose __init__ imports nothing (tests/unit/test_imports.py checks both).
     # hpcflow.plan.interval and .goodput: pure formulas over numbers (checkpoint.interval: auto)
+    # hpcflow.contract: the contract's records (the warm standby's go record), standard library
+    # only like hpcflow.protocol
     pytest.param("runtime", ("hpcflow.errors", "hpcflow.fsutil", "hpcflow.hostlist",
-                             "hpcflow.ledger", "hpcflow.protocol", "hpcflow.nccl.netlog",
+                             "hpcflow.ledger", "hpcflow.protocol", "hpcflow.contract",
+                             "hpcflow.nccl.netlog",
                              "hpcflow.plan.interval", "hpcflow.plan.goodput",
                              "hpcflow.runtime"), id="runtime"),
     pytest.param("examples", ("hpcflow.errors", "hpcflow.runtime", "hpcflow.examples"),
