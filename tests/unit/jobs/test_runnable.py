@@ -11,7 +11,7 @@ import pytest
 from hpcflow.jobs.runnable import file_kind, judge_program, program_verdict, resolve_program
 from hpcflow.spec.job import JobSpec
 
-CWD = Path("/work/run")
+CWD = Path("/home/u/run")
 PATH = "/usr/bin::/opt/tools/bin"  # the empty field is skipped, as strtok skips it
 
 
@@ -41,21 +41,21 @@ def facts(table: dict[str, str]):
                      id="absolute-missing"),
         pytest.param("/secret/train", {"/secret/train": "unseen"}, "/secret/train", "ok", [],
                      id="absolute-unseen-is-not-judged"),
-        pytest.param("./train.py", {"/work/run/train.py": "not_runnable",
+        pytest.param("./train.py", {"/home/u/run/train.py": "not_runnable",
                                     "/usr/bin/./train.py": "runnable"},
-                     "/work/run/train.py", "error",
+                     "/home/u/run/train.py", "error",
                      ["is not executable", "program.module: train "],
                      id="dot-path-is-taken-in-cwd-never-on-path"),
-        pytest.param("./train.py", {}, "/work/run/train.py", "error",
-                     ["no such file", "taken in program.workdir ('/work/run')"],
+        pytest.param("./train.py", {}, "/home/u/run/train.py", "error",
+                     ["no such file", "taken in program.workdir ('/home/u/run')"],
                      id="dot-path-missing"),
-        pytest.param("scripts/train.py", {"/work/run/scripts/train.py": "runnable"},
-                     "/work/run/scripts/train.py", "ok", [], id="relative-path-in-cwd"),
-        pytest.param("scripts/train.py", {}, "/work/run/scripts/train.py", "error",
+        pytest.param("scripts/train.py", {"/home/u/run/scripts/train.py": "runnable"},
+                     "/home/u/run/scripts/train.py", "ok", [], id="relative-path-in-cwd"),
+        pytest.param("scripts/train.py", {}, "/home/u/run/scripts/train.py", "error",
                      ["program.argv[0]: 'scripts/train.py': no such file"],
                      id="relative-path-missing"),
-        pytest.param("scripts/train.py", {"/work/run/scripts/train.py": "not_runnable"},
-                     "/work/run/scripts/train.py", "error",
+        pytest.param("scripts/train.py", {"/home/u/run/scripts/train.py": "not_runnable"},
+                     "/home/u/run/scripts/train.py", "error",
                      ["argv: [python, scripts/train.py, ...]", "program.module: for a Python module"],
                      id="relative-path-without-execute-bit"),
         pytest.param("torchtrain", {"/opt/tools/bin/torchtrain": "runnable"},
@@ -66,17 +66,17 @@ def facts(table: dict[str, str]):
                                "/opt/tools/bin/train": "runnable"},
                      "/usr/bin/train", "error", ["found as '/usr/bin/train'", "not executable"],
                      id="first-file-on-path-wins-whatever-its-bits"),
-        pytest.param("train.py", {"/work/run/train.py": "not_runnable"}, "/work/run/train.py",
-                     "error", ["program.argv[0]: 'train.py' (found as '/work/run/train.py') is "
+        pytest.param("train.py", {"/home/u/run/train.py": "not_runnable"}, "/home/u/run/train.py",
+                     "error", ["program.argv[0]: 'train.py' (found as '/home/u/run/train.py') is "
                                "not executable", "argv: [python, train.py, ...]",
                                "program.module: train (the rest of argv in program.args)"],
                      id="bare-script-in-cwd-without-execute-bit"),
-        pytest.param("train.py", {"/work/run/train.py": "runnable"}, "/work/run/train.py", "ok",
+        pytest.param("train.py", {"/home/u/run/train.py": "runnable"}, "/home/u/run/train.py", "ok",
                      [], id="bare-script-in-cwd-runnable"),
-        pytest.param("train", {"/work/run/train": "folder"}, "/work/run/train", "error",
+        pytest.param("train", {"/home/u/run/train": "folder"}, "/home/u/run/train", "error",
                      ["is a folder"], id="bare-name-a-folder-in-cwd"),
-        pytest.param("train", {}, "/work/run/train", "warning",
-                     ["not found on PATH here, nor in program.workdir ('/work/run')",
+        pytest.param("train", {}, "/home/u/run/train", "warning",
+                     ["not found on PATH here, nor in program.workdir ('/home/u/run')",
                       "compute nodes' PATH"], id="bare-name-nowhere-is-a-warning"),
     ],
 )
