@@ -72,7 +72,6 @@ def upload_bootstrap(client: Any, root: Path, bucket: str, prefix: str = "hpcflo
         SpecError: bad bucket or prefix, or the bucket does not exist.
         Ec2Error: AWS could not be asked (credentials, network, access denied).
     """
-    from botocore.exceptions import BotoCoreError, ClientError
 
     prefix = check_target(bucket, prefix)
     base = f"{prefix}/" if prefix else ""
@@ -80,20 +79,9 @@ def upload_bootstrap(client: Any, root: Path, bucket: str, prefix: str = "hpcflo
     urls = []
     for path in files:
         key = base + path.relative_to(root).as_posix()
-        try:
-            client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes(),
-                              ContentType="text/x-shellscript" if path.suffix == ".sh"
-                              else "text/plain")
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "NoSuchBucket":
-                raise SpecError(f"--bucket: {bucket!r} does not exist; create it first "
-                                f"(aws s3 mb s3://{bucket})") from None
-            raise Ec2Error(f"S3 PutObject s3://{bucket}/{key} failed: {code}: "
-                           f"{exc.response.get('Error', {}).get('Message', exc)}") from None
-        except BotoCoreError as exc:
-            raise Ec2Error(f"S3 could not be reached: {exc}") from None
-        urls.append(f"s3://{bucket}/{key}")
+        urls.append(put_object(client, bucket, key, path.read_bytes(), field="--bucket",
+                               content_type="text/x-shellscript" if path.suffix == ".sh"
+                               else "text/plain"))
     where = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
     return Uploaded(bucket, prefix, urls, f"{where}/{ENTRY}", ["--from-s3", where, "--steps", steps])
 
@@ -105,3 +93,34 @@ def make_s3_client(region: str, endpoint_url: str | None = None) -> Any:
 
     cfg = Config(retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=30)
     return boto3.client("s3", region_name=region, endpoint_url=endpoint_url, config=cfg)
+
+
+def put_object(client: Any, bucket: str, key: str, body: bytes, *, field: str,
+               content_type: str | None = None) -> str:
+    """``PutObject`` of ``body`` at ``s3://bucket/key``, with hpcflow's errors; returns the URL.
+
+    Args:
+        client: a boto3 S3 client.
+        field: the spec field or option that named the bucket, for the error.
+        content_type: the object's Content-Type, or None for S3's default.
+
+    Raises:
+        SpecError: the bucket does not exist (names ``field`` and how to create it).
+        Ec2Error: S3 could not be asked or refused the write (credentials, network, access).
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    extra = {} if content_type is None else {"ContentType": content_type}
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=body, **extra)
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code == "NoSuchBucket":
+            word = "bucket " if field != "--bucket" else ""
+            raise SpecError(f"{field}: {word}{bucket!r} does not exist; create it first "
+                            f"(aws s3 mb s3://{bucket})") from None
+        raise Ec2Error(f"S3 PutObject s3://{bucket}/{key} failed: {code}: "
+                       f"{exc.response.get('Error', {}).get('Message', exc)}") from None
+    except BotoCoreError as exc:
+        raise Ec2Error(f"S3 could not be reached: {exc}") from None
+    return f"s3://{bucket}/{key}"

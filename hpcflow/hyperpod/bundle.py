@@ -23,7 +23,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hpcflow.errors import Ec2Error, SpecError
 from hpcflow.hyperpod.request import ON_CREATE, HyperPodPlan
 
 PROVISIONING = "provisioning_parameters.json"
@@ -103,22 +102,9 @@ def upload_bundle(client: Any, files: dict[str, bytes], s3_uri: str) -> list[str
         SpecError: the bucket does not exist.
         Ec2Error: S3 could not be asked or refused a write (credentials, network, access).
     """
-    from botocore.exceptions import BotoCoreError, ClientError
+    from hpcflow.aws.s3_bootstrap import put_object
 
     bucket, _, prefix = s3_uri.removeprefix("s3://").partition("/")
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-    urls = []
-    for key, body in files.items():
-        try:
-            client.put_object(Bucket=bucket, Key=base + key, Body=body)
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "NoSuchBucket":
-                raise SpecError(f"hyperpod.lifecycle_s3_uri: bucket {bucket!r} does not exist; "
-                                f"create it first (aws s3 mb s3://{bucket})") from None
-            raise Ec2Error(f"S3 PutObject s3://{bucket}/{base}{key} failed: {code}: "
-                           f"{exc.response.get('Error', {}).get('Message', exc)}") from None
-        except BotoCoreError as exc:
-            raise Ec2Error(f"S3 could not be reached: {exc}") from None
-        urls.append(f"s3://{bucket}/{base}{key}")
-    return urls
+    return [put_object(client, bucket, base + key, body, field="hyperpod.lifecycle_s3_uri")
+            for key, body in files.items()]

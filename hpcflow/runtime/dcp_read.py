@@ -179,14 +179,13 @@ def verifying_reader(path: Path, files: list[dict[str, Any]], key: bytes | None)
     return _reader_class()(path, by_path, key)
 
 
-class _BufferFile(io.RawIOBase):
-    """A read-only, seekable file over a memoryview, without copying it (``io.BytesIO`` of a
-    memoryview copies it): ``torch.load`` reads a tensor's bytes from it straight into the
-    tensor's storage."""
+class _SeekableRead(io.RawIOBase):
+    """A readable, seekable raw file of ``length`` bytes whose position is kept here (the
+    two readers below differ only in where the bytes come from)."""
 
-    def __init__(self, view: memoryview) -> None:
+    def __init__(self, length: int) -> None:
         super().__init__()
-        self._view = view
+        self._length = length
         self._at = 0
 
     def readable(self) -> bool:
@@ -199,9 +198,19 @@ class _BufferFile(io.RawIOBase):
         return self._at
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: len(self._view)}[whence]
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._length}[whence]
         self._at = max(0, base + offset)
         return self._at
+
+
+class _BufferFile(_SeekableRead):
+    """A read-only, seekable file over a memoryview, without copying it (``io.BytesIO`` of a
+    memoryview copies it): ``torch.load`` reads a tensor's bytes from it straight into the
+    tensor's storage."""
+
+    def __init__(self, view: memoryview) -> None:
+        super().__init__(len(view))
+        self._view = view
 
     def readinto(self, buffer: Any) -> int:
         out = memoryview(buffer).cast("B")
@@ -307,27 +316,13 @@ class _HashedReads:
         return self._bounce[:nbytes].view(dtype)
 
 
-class _PreadFile(io.RawIOBase):
+class _PreadFile(_SeekableRead):
     """A read-only, seekable view of ``length`` bytes at ``offset`` of an open descriptor, read
     with ``os.pread`` (the descriptor's own position is left alone)."""
 
     def __init__(self, fd: int, offset: int, length: int) -> None:
-        super().__init__()
-        self._fd, self._offset, self._length, self._at = fd, offset, length, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._at
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._length}[whence]
-        self._at = max(0, base + offset)
-        return self._at
+        super().__init__(length)
+        self._fd, self._offset = fd, offset
 
     def readinto(self, buffer: Any) -> int:
         out = memoryview(buffer).cast("B")
