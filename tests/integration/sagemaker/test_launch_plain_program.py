@@ -16,8 +16,11 @@ from container_runner import free_port
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(120)]
 
-PROGRAM = ("import os, sys, time; print('rank', os.environ['RANK'], os.environ['SM_CURRENT_HOST'], "
-           "sys.argv[1:], flush=True); time.sleep(float(sys.argv[1])); sys.exit(int(sys.argv[2]))")
+# Each rank writes its line with one write(2) of under PIPE_BUF bytes, so the two ranks' lines on
+# the shared pipe never interleave (print() writes its pieces separately when unbuffered).
+PROGRAM = ("import os, sys, time; os.write(1, ('rank %s %s %s\\n' % (os.environ['RANK'], "
+           "os.environ['SM_CURRENT_HOST'], sys.argv[1:])).encode()); "
+           "time.sleep(float(sys.argv[1])); sys.exit(int(sys.argv[2]))")
 
 
 def launch(tmp_path, *args: str) -> subprocess.Popen:
