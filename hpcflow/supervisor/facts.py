@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hpcflow import protocol as P
 from hpcflow.command import Runner, run_command
+from hpcflow.slurm.parse import parse_scontrol_fields
 from hpcflow.supervisor.model import RankExit
 
 __all__ = ["Paths", "SlurmJob", "error_sigs", "latest_checkpoint", "rank_exits", "ranks_joined",
@@ -209,10 +210,27 @@ def _parse_time(text: str) -> int | None:
         return None
 
 
+#: The ``scontrol show job -o`` fields the supervisor decides on.
+JOB_KEYS = ("JobState", "EndTime", "Reason", "Restarts")
+
+
+def job_fields(line: str) -> dict[str, str] | None:
+    """The :data:`JOB_KEYS` of one ``scontrol show job -o`` line, or None when one of them shows
+    up twice: a value the user chose (``JobName`` before them, ``Comment``, ``WorkDir`` and
+    ``StdOut`` after) that holds `` JobState=...`` would otherwise stand in for Slurm's own
+    field, and neither the first nor the last occurrence can be trusted (scontrol's one-line
+    format has no quoting). Pure."""
+    fields = [(k, v) for k, v in parse_scontrol_fields(line) if k in JOB_KEYS]
+    keys = [k for k, _ in fields]
+    if len(keys) != len(set(keys)):
+        return None
+    return {k: v.split(" ", 1)[0] if v else "" for k, v in fields}
+
+
 def slurm_job(job_id: str, runner: Runner = run_command, timeout_s: float = 10.0) -> SlurmJob:
     """``scontrol show job -o <id>``'s JobState, EndTime (local time, scontrol(1)), Reason and
     Restarts; an empty answer when scontrol fails or is slow, so a controller that is down never
-    blocks a decision.
+    blocks a decision, and when one of those fields repeats (:func:`job_fields`).
     """
     try:
         result = runner(["scontrol", "show", "job", "-o", job_id], timeout_s=timeout_s)
@@ -220,7 +238,9 @@ def slurm_job(job_id: str, runner: Runner = run_command, timeout_s: float = 10.0
         return SlurmJob()
     if result.returncode != 0:
         return SlurmJob()
-    fields = dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", result.stdout or ""))
+    fields = job_fields((result.stdout or "").split("\n", 1)[0])
+    if fields is None:
+        return SlurmJob()
     return SlurmJob(state=fields.get("JobState", ""),
                     end_time_s=_parse_time(fields.get("EndTime", "")),
                     reason=fields.get("Reason", ""),
