@@ -18,15 +18,13 @@ from hpcflow.runtime.runconfig import RunConfig
 
 def make_auto(env: DistEnv, config: RunConfig) -> AutoInterval | None:
     """An :class:`AutoInterval` when ``HPCFLOW_CHECKPOINT_INTERVAL=auto`` and checkpoints are
-    on, else None. Nodes: world size over ranks per node. Rate: ``config``'s, else the default
-    of :mod:`hpcflow.plan.goodput` (Llama 3's unexpected interruptions per node-hour)."""
+    on, else None. Nodes: world size over ranks per node. Rate: ``config``'s, else
+    :data:`hpcflow.protocol.DEFAULT_FAILURES_PER_NODE_HOUR` (the spec's default too)."""
     if not config.checkpoint_interval_auto or config.checkpoint_dir is None:
         return None
-    from hpcflow.plan.goodput import LLAMA3_FAILURES_PER_NODE_HOUR
-
     rate = config.failures_per_node_hour
     nodes = max(1, env.world_size // max(1, env.local_world_size))
-    return AutoInterval(LLAMA3_FAILURES_PER_NODE_HOUR if rate is None else rate, nodes,
+    return AutoInterval(P.DEFAULT_FAILURES_PER_NODE_HOUR if rate is None else rate, nodes,
                         restarted=env.restart_count > 0)
 
 
