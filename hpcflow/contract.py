@@ -264,15 +264,94 @@ class StepSettings:
 
 @dataclass(frozen=True)
 class WatchdogSettings:
-    """The hang watchdog beside each step (``resilience.watchdog``).
+    """The hang watchdog beside each step (``resilience.timeouts``, docs/protocol.md, "Hangs and
+    in-job restarts"): built from the spec by :func:`hpcflow.slurm.render.watchdog_settings`,
+    carried in :class:`SupervisorSettings`, handed to ``python -m hpcflow.watchdog --settings
+    JSON`` (:meth:`encode`, :meth:`decode`). Seconds throughout.
 
     Attributes:
-        options: its command-line options (:func:`hpcflow.slurm.render.watchdog_options`).
-        heartbeat_interval_s: seconds between a rank's heartbeats.
+        heartbeat_interval_s: seconds between a rank's heartbeats (the ranks get its text).
+        startup_s, checkpoint_s: the start-up's and a checkpoint save's timeouts.
+        step_floor_s, step_factor, warmup_steps: a step's derived timeout, ``max(step_factor x
+            p99 step time, step_floor_s)`` after ``warmup_steps`` steps.
+        step_s: a step's fixed timeout, or None (derived).
+        kill_after_s: how much longer a suspected hang lasts before the step is ended.
     """
 
-    options: tuple[str, ...]
     heartbeat_interval_s: float
+    startup_s: float
+    checkpoint_s: float
+    step_floor_s: float
+    step_factor: float
+    warmup_steps: int
+    step_s: float | None = None
+    kill_after_s: float = 0.0
+
+    def encode(self) -> dict[str, Any]:
+        """The JSON form: every member (numbers as the spec gave them)."""
+        return asdict(self)
+
+    @classmethod
+    def decode(cls, raw: Any) -> WatchdogSettings:
+        """The settings of the JSON form ``raw``.
+
+        A batch script rendered before the settings had members (the same protocol version,
+        requeued after an upgrade) carries the watchdog's command-line words instead,
+        ``{"options": ["--startup-s=600", ...], "heartbeat_interval_s": 2}``: they read the
+        same, and without ``--kill-after-s`` a hang is ended at once, as it was then.
+
+        Raises:
+            ValueError: not a mapping, a member missing or not a number of its range, naming
+                it and its value.
+        """
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"the watchdog's settings are not a mapping: {raw!r:.80}")
+        if "options" in raw:
+            raw = {**_watchdog_words(raw["options"]),
+                   "heartbeat_interval_s": raw.get("heartbeat_interval_s")}
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            value = raw.get(f.name)
+            if value is None and f.name in ("step_s", "kill_after_s"):
+                continue  # their defaults: derived, and at once
+            if f.name not in raw:
+                raise ValueError(f"the watchdog's settings lack {f.name}")
+            whole = f.name == "warmup_steps"
+            positive = f.name == "heartbeat_interval_s"
+            if not (is_int(value) if whole else is_number(value)) or value < 0 or (
+                    positive and value == 0):
+                raise ValueError(f"watchdog setting {f.name!r}: {value!r:.80} is not a "
+                                 f"{'whole ' if whole else ''}number "
+                                 f"{'above' if positive else 'at least'} 0")
+            values[f.name] = value
+        return cls(**values)
+
+
+#: The watchdog's command-line words of a script rendered before :class:`WatchdogSettings` had
+#: members, and the member each one gives.
+_WATCHDOG_WORDS = {"--startup-s": "startup_s", "--checkpoint-s": "checkpoint_s",
+                   "--step-floor-s": "step_floor_s", "--step-factor": "step_factor",
+                   "--warmup-steps": "warmup_steps", "--step-s": "step_s",
+                   "--kill-after-s": "kill_after_s"}
+
+
+def _watchdog_words(options: Any) -> dict[str, Any]:
+    """The members of the watchdog's words ``--name=value`` (``--interval-s`` is the settings'
+    own ``heartbeat_interval_s``); a word of another form is refused."""
+    out: dict[str, Any] = {}
+    for word in options if isinstance(options, list) else [options]:
+        name, _, text = str(word).partition("=")
+        if name == "--interval-s":
+            continue
+        if name not in _WATCHDOG_WORDS:
+            raise ValueError(f"watchdog setting 'options': {word!r:.80} is not one of "
+                             f"{', '.join(_WATCHDOG_WORDS)}")
+        try:
+            out[_WATCHDOG_WORDS[name]] = int(text) if text.isdigit() else float(text)
+        except ValueError:
+            raise ValueError(f"watchdog setting 'options': {word!r:.80} is not a number"
+                             ) from None
+    return out
 
 
 @dataclass(frozen=True)
@@ -357,7 +436,7 @@ class SupervisorSettings:
             out["step"]["srun"] = list(self.step.srun)
             out["step"]["program"] = list(self.step.program)
         if self.watchdog is not None:
-            out["watchdog"]["options"] = list(self.watchdog.options)
+            out["watchdog"] = self.watchdog.encode()
         if not self.resilience:
             for name in ("max_in_job_restarts", "max_failures", "exclude_after"):
                 del out[name]
@@ -396,14 +475,10 @@ class SupervisorSettings:
         if "step" in values:
             values["step"] = _step(values["step"])
         if values.get("watchdog") is not None:
-            wd = values["watchdog"]
-            interval = wd.get("heartbeat_interval_s", 0)
-            if not is_number(interval):
-                raise ValueError(f"supervisor setting 'watchdog.heartbeat_interval_s': "
-                                 f"{interval!r:.80} is not a number")
-            # Kept as JSON gave it (2 or 2.0): the ranks get its text.
-            values["watchdog"] = WatchdogSettings(tuple(str(o) for o in wd.get("options", ())),
-                                                  interval)
+            try:
+                values["watchdog"] = WatchdogSettings.decode(values["watchdog"])
+            except ValueError as exc:
+                raise ValueError(f"supervisor setting 'watchdog': {exc}") from None
         if values.get("mirror") is not None:
             values["mirror"] = MirrorSettings(str(values["mirror"].get("s3_uri", "")),
                                               int(values["mirror"].get("keep", 0)))

@@ -169,20 +169,18 @@ def program_words(spec: JobSpec, python: str) -> list[str]:
     return list(prog.argv or [])
 
 
-def watchdog_options(spec: JobSpec) -> list[str]:
-    """The watchdog's timeout options (``python -m hpcflow.watchdog``) from
-    ``resilience.timeouts``; empty with ``resilience: false``."""
-    if spec.resilience is None:
-        return []
-    t = spec.resilience.timeouts
-    words = [f"--startup-s={t.startup_s}", f"--checkpoint-s={t.checkpoint_s}",
-             f"--step-floor-s={t.step_floor_s}", f"--step-factor={t.step_factor}",
-             f"--warmup-steps={t.warmup_steps}",
-             f"--interval-s={spec.resilience.heartbeat_interval_s}",
-             f"--kill-after-s={t.kill_after_s}"]
-    if t.step_s is not None:
-        words.append(f"--step-s={t.step_s}")
-    return words
+def watchdog_settings(spec: JobSpec) -> WatchdogSettings | None:
+    """The hang watchdog's settings from ``resilience.timeouts`` and
+    ``resilience.heartbeat_interval_s``; None with ``resilience: false`` or
+    ``resilience.watchdog: false``."""
+    res = spec.resilience
+    if res is None or not res.watchdog:
+        return None
+    t = res.timeouts
+    return WatchdogSettings(
+        heartbeat_interval_s=res.heartbeat_interval_s, startup_s=t.startup_s,
+        checkpoint_s=t.checkpoint_s, step_floor_s=t.step_floor_s, step_factor=t.step_factor,
+        warmup_steps=t.warmup_steps, step_s=t.step_s, kill_after_s=t.kill_after_s)
 
 
 def step_env(spec: JobSpec) -> dict[str, str]:
@@ -255,8 +253,7 @@ def supervisor_settings(spec: JobSpec, *, python: str | None = None,
             torchrun=(TorchrunSettings(interpreter, spec.tasks_per_node)
                       if spec.launcher == "torchrun" else None),
             program=tuple(program_words(spec, interpreter))),
-        watchdog=(WatchdogSettings(tuple(watchdog_options(spec)), res.heartbeat_interval_s)
-                  if res is not None and res.watchdog else None),
+        watchdog=watchdog_settings(spec),
         mirror=(MirrorSettings(spec.checkpoint.s3_uri, spec.checkpoint.keep)
                 if spec.checkpoint.s3_uri else None),
         spot_watch_nodes=allocated_nodes(spec) if spec.preemption.spot_watch else 0,

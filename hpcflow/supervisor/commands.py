@@ -5,6 +5,7 @@ what each try's ranks get beside the attempt's environment, and the supervisor's
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -92,8 +93,9 @@ def try_env(cfg: Settings, paths: facts.Paths, try_: int) -> dict[str, str]:
 
 
 def watchdog_argv(cfg: Settings, paths: facts.Paths, try_: int) -> list[str]:
-    """The hang watchdog beside one step (``python -m hpcflow.watchdog``), with the settings
-    of the spec's ``resilience.timeouts``; ``[]`` without the watchdog."""
+    """The hang watchdog beside one step (``python -m hpcflow.watchdog``): the try's folders and
+    ids, and the :class:`~hpcflow.contract.WatchdogSettings` as one JSON word (``--settings``);
+    ``[]`` without the watchdog."""
     cfg = SupervisorSettings.decode(cfg)
     wd = cfg.watchdog
     if wd is None:
@@ -101,7 +103,8 @@ def watchdog_argv(cfg: Settings, paths: facts.Paths, try_: int) -> list[str]:
     return [cfg.hpcflow_python, "-m", "hpcflow.watchdog",
             "--heartbeat-dir", str(paths.heartbeat(try_)), "--ntasks", str(cfg.ntasks),
             "--run-dir", str(paths.run_dir), "--job-id", paths.job_id,
-            "--restart", str(paths.restart), "--try", str(try_), *wd.options,
+            "--restart", str(paths.restart), "--try", str(try_),
+            "--settings", json.dumps(wd.encode(), separators=(",", ":"), sort_keys=True),
             "--parent-pid", str(os.getpid())]
 
 

@@ -3,6 +3,7 @@ ShellCheck-clean with every launcher, values quoted."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -61,7 +62,8 @@ def test_watchdog_runs_with_the_submitting_interpreter_quoted() -> None:
     argv = watchdog_argv(supervisor_config(text), PATHS, 1)
     assert argv[:5] == [PYTHON, "-m", "hpcflow.watchdog", "--heartbeat-dir",
                         "/scratch/it's $(odd)/.hpcflow/heartbeat-4242-0-1"]
-    assert "--step-s=45" in argv and argv[argv.index("--try") + 1] == "1"
+    settings = json.loads(argv[argv.index("--settings") + 1])
+    assert settings["step_s"] == 45 and argv[argv.index("--try") + 1] == "1"
     # It stops by itself once the supervisor that started it (this process here) is gone.
     assert argv[-2:] == ["--parent-pid", str(os.getpid())]
     restarted = try_env(supervisor_config(text), PATHS, 1)
