@@ -90,3 +90,18 @@ def test_resilience_script_is_shellcheck_clean(launcher: str, watchdog: bool,
     out = subprocess.run([shellcheck, "--severity=style", "--shell=bash", str(script)],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_step_env_is_built_once_and_read_back_by_the_runtime() -> None:
+    from hpcflow.runtime.runconfig import RunConfig
+    from hpcflow.supervisor.commands import step_env
+
+    spec = job(checkpoint={"interval_steps": 7, "keep": 4}, parallelism={"dp": -1, "pp": 1,
+                                                                         "tp": 2})
+    env = step_env(supervisor_config(render_sbatch(spec, python=PYTHON)), PATHS, 1, now=5.0)
+    assert env.try_variables() == try_env(supervisor_config(render_sbatch(spec, python=PYTHON)),
+                                          PATHS, 1) | {"HPCFLOW_ATTEMPT_T0": "5.000000"}
+    config = RunConfig.from_environ(env.variables())
+    assert (config.checkpoint_interval, config.checkpoint_keep) == (7, 4)
+    assert config.preempt_flag == PATHS.flag and config.joined_dir == PATHS.joined
+    assert config.parallelism == {"dp": -1, "pp": 1, "tp": 2}
