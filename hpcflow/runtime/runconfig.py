@@ -39,7 +39,8 @@ class RunConfig:
         failures_per_node_hour: ``HPCFLOW_FAILURES_PER_NODE_HOUR``, the failure rate ``auto``
             plans with, or ``None`` (:data:`hpcflow.protocol.DEFAULT_FAILURES_PER_NODE_HOUR`).
         checkpoint_keep: ``HPCFLOW_CHECKPOINT_KEEP``, committed checkpoints to keep (>= 1).
-        preempt_flag: ``HPCFLOW_PREEMPT_FLAG``, the flag file the USR1 trap writes, or ``None``.
+        preempt_flag: ``HPCFLOW_PREEMPT_FLAG``, the flag file the supervisor writes at the warning,
+            or ``None``.
         preempt_committed: ``HPCFLOW_PREEMPT_COMMITTED``, the file rank 0 writes after committing
             the preemption checkpoint, or ``None``.
         max_requeues: ``HPCFLOW_MAX_REQUEUES``, for information only, or ``None``.
