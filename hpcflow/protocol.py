@@ -28,7 +28,7 @@ from pathlib import Path
 #: Exit status after a committed preemption checkpoint: ``EX_TEMPFAIL`` (sysexits.h, "try again").
 EXIT_PREEMPTED = 75
 
-# ---- Environment the batch script exports to the program.
+# ---- Environment the batch script and the supervisor export to the program.
 ENV_RUN_DIR = "HPCFLOW_RUN_DIR"
 ENV_CHECKPOINT_DIR = "HPCFLOW_CHECKPOINT_DIR"
 ENV_CHECKPOINT_INTERVAL = "HPCFLOW_CHECKPOINT_INTERVAL"
@@ -57,7 +57,7 @@ ENV_HEARTBEAT_DIR = "HPCFLOW_HEARTBEAT_DIR"
 #: writes one).
 ENV_HEARTBEAT_INTERVAL_S = "HPCFLOW_HEARTBEAT_INTERVAL_S"
 #: Folder where a rank that fails with an exception leaves ``<rank>.json`` (type, step, traceback)
-#: and ``<rank>.sig`` (``<type>@<step>``), so the batch script can tell a repeated error.
+#: and ``<rank>.sig`` (``<type>@<step>``), so the supervisor can tell a repeated error.
 ENV_ERROR_DIR = "HPCFLOW_ERROR_DIR"
 #: The in-job try of this step: 0 for the first ``srun`` of an attempt, 1 after one in-job restart.
 ENV_STEP_TRY = "HPCFLOW_STEP_TRY"
@@ -79,7 +79,7 @@ ENV_WARM_T0 = "HPCFLOW_WARM_T0"
 
 # ---- Resilience (docs/protocol.md, "Hangs and in-job restarts").
 #: The commit record inside a committed ``step_<N>/`` (the same name as
-#: ``hpcflow.runtime.commit.COMMIT_NAME``); the batch script looks for it before an in-job restart.
+#: ``hpcflow.runtime.commit.COMMIT_NAME``); the supervisor looks for it before an in-job restart.
 COMMIT_RECORD = "hpcflow-commit.json"
 #: The committed checkpoints the supervisor counts in a job's checkpoint folder, by name (the
 #: step is the group): the runtime's ``step_<N>/`` and the Hugging Face adapter's
@@ -112,10 +112,10 @@ EVENT_HANG_CLEARED = "hang_cleared"
 #: Marker the watchdog leaves in the step's heartbeat folder once it handled a hang (the
 #: ``hang`` event as JSON): the supervisor reads the step's cause from it.
 HANG_MARKER = "hang.json"
-#: Ledger event the batch script appends before it starts a new step in the same allocation:
+#: Ledger event the supervisor appends before it starts a new step in the same allocation:
 #: ``try``, ``rc``, ``cause`` (``hang``, ``rank_failure``, ``program_error``), ``step``.
 EVENT_STEP_RESTART = "step_restart"
-#: Ledger event the batch script appends when a rank failed with an exception: ``exception``
+#: Ledger event the supervisor appends when a rank failed with an exception: ``exception``
 #: (``<type>@<step>``), ``traceback`` (file under the run directory), ``repeated``.
 EVENT_PROGRAM_ERROR = "program_error"
 #: Ledger event rank 0 appends when ``checkpoint.interval: auto`` chose an interval (after the
@@ -126,7 +126,7 @@ EVENT_INTERVAL_CHOSEN = "interval_chosen"
 INTERVAL_REASON_WARMUP = "warmup"
 INTERVAL_REASON_RESTART = "restart"
 INTERVAL_REASONS = (INTERVAL_REASON_WARMUP, INTERVAL_REASON_RESTART)
-#: Ledger event the batch script appends when it excludes a node from the job's steps after
+#: Ledger event the supervisor appends when it excludes a node from the job's steps after
 #: ``resilience.exclude_after_failures`` rank failures were blamed on it: ``node``,
 #: ``failures``, ``excluded`` (every node excluded so far, comma-separated), ``spare`` (true:
 #: the next step runs on a spare node of the allocation; false: the job is requeued without it).
@@ -158,7 +158,7 @@ EVENT_NETWORK = "network"
 #: the preemption status and from a program's own error.
 EXIT_NETWORK_FALLBACK = 78
 #: The exit-record reason of those ranks begins with this word (then ``: <summary>``), and it
-#: is the job-end reason the batch script writes for them.
+#: is the job-end reason the supervisor writes for them.
 REASON_NETWORK_FALLBACK = "network_fallback"
 
 # ---- The run directory's state folder.
@@ -405,7 +405,7 @@ def parse_rank_exit(text: str) -> tuple[int, int, str] | None:
 def port_for_job_number(job_number: int) -> int:
     """The rendezvous port of a Slurm job: ``PORT_BASE + job_id % PORT_SPAN``.
 
-    Consecutive job ids get different ports and every rank (and the batch script, for torchrun)
+    Consecutive job ids get different ports and every rank (and the supervisor, for torchrun)
     computes the same one.
     """
     return PORT_BASE + job_number % PORT_SPAN
