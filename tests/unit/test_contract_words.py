@@ -1,7 +1,7 @@
-"""The contract's words live in hpcflow/protocol.py alone: no module outside it compares what it
+"""The contract's words live in hpcflow.protocol alone: no module outside it compares what it
 read from the ledger (an event's ``event``, ``reason``, ``by``, ``cause``, ``source`` member, or
 a name bound to one: ``kind``, ``reason``) against a bare event or reason word. A typo there
-(``"job_ned"``) would silently never match; a name in protocol.py fails at import."""
+(``"job_ned"``) would silently never match; a name in hpcflow.protocol fails at import."""
 
 from __future__ import annotations
 

@@ -23,7 +23,11 @@ What crosses the boundary:
 from __future__ import annotations
 
 import re
-from pathlib import Path
+
+# The run directory's file names (files.py) and the port rule (ports.py) are read from here too:
+# each module's __all__ is re-exported whole.
+from hpcflow.protocol.files import *  # noqa: F403
+from hpcflow.protocol.ports import *  # noqa: F403
 
 #: Exit status after a committed preemption checkpoint: ``EX_TEMPFAIL`` (sysexits.h, "try again").
 EXIT_PREEMPTED = 75
@@ -161,13 +165,6 @@ EXIT_NETWORK_FALLBACK = 78
 #: is the job-end reason the supervisor writes for them.
 REASON_NETWORK_FALLBACK = "network_fallback"
 
-# ---- The run directory's state folder.
-STATE_DIR = ".hpcflow"
-LEDGER_FILE = "events.jsonl"
-#: The run's checkpoint key (32 random bytes, mode 0600), made by rank 0 at the first save: the
-#: keyed digests of every commit record (docs/checkpoints.md, "What is trusted").
-CHECKPOINT_KEY_FILE = "checkpoint.key"
-
 # ---- Tags of rank 0's machine-readable lines (``<tag> <json>`` on stdout).
 TAG_START = "hpcflow-start"
 TAG_STEP = "hpcflow-step"
@@ -186,8 +183,6 @@ STARTUP_PHASES = ("launch_s", "imports_s", "join_s", "build_s", "restore_s", "fi
 #: attempt. A job rendered by another version ends at once with a message (docs/protocol.md,
 #: "Version skew") instead of being run by rules it was not written for.
 PROTOCOL_VERSION = 5
-#: File in the state folder that holds the protocol version of the job's batch script.
-VERSION_FILE = "protocol-version"
 EVENT_ATTEMPT_START = "attempt_start"
 EVENT_SIGNAL = "signal"
 EVENT_STEP_END = "step_end"
@@ -265,167 +260,6 @@ REASON_PROGRAM_REQUEUED = "program_requeued"
 #: was 0 (a program that saved on the warning and exited 0 has not finished): Slurm then says
 #: FAILED, not COMPLETED, and ``--dependency=afterok`` does not fire.
 EXIT_UNFINISHED = 1
-
-#: Ports derived from a Slurm job id fall in ``[PORT_BASE, PORT_BASE + PORT_SPAN)``: above the
-#: registered services most nodes run, below the Linux ephemeral range (32768-60999, see
-#: ``/proc/sys/net/ipv4/ip_local_port_range``) so an outgoing connection never holds the port.
-PORT_BASE = 20000
-PORT_SPAN = 10000
-
-
-def state_dir(run_dir: Path) -> Path:
-    """``<run_dir>/.hpcflow``: the ledger and the per-attempt protocol files."""
-    return Path(run_dir) / STATE_DIR
-
-
-def ledger_path(run_dir: Path) -> Path:
-    """``<run_dir>/.hpcflow/events.jsonl``: one JSON event per line, appended by every attempt."""
-    return state_dir(run_dir) / LEDGER_FILE
-
-
-def checkpoint_key_path(run_dir: Path) -> Path:
-    """``<run_dir>/.hpcflow/checkpoint.key``: the run's checkpoint key, outside the checkpoints."""
-    return state_dir(run_dir) / CHECKPOINT_KEY_FILE
-
-
-def attempt_suffix(job_id: str, restart: int) -> str:
-    """``<job_id>-<restart>``: names the protocol files of one attempt of one job."""
-    return f"{job_id}-{restart}"
-
-
-def flag_name(job_id: str, restart: int) -> str:
-    """File name of the preemption flag the supervisor writes at the warning
-    (``preempt-<job>-<restart>.flag``)."""
-    return f"preempt-{attempt_suffix(job_id, restart)}.flag"
-
-
-def signals_name(job_id: str, restart: int) -> str:
-    """File where the batch shell records each warning signal it takes, one line ``<name> <unix
-    s>`` (``signals-<job>-<restart>``), before it passes the signal on to the supervisor, which
-    reads the lines: a signal that came while the supervisor was starting is not lost."""
-    return f"signals-{attempt_suffix(job_id, restart)}"
-
-
-def answer_name(job_id: str, restart: int) -> str:
-    """File of the supervisor's last word to the batch script (``answer-<job>-<restart>``):
-    ``exit <status>``. Without it the batch script records ``supervisor_error``."""
-    return f"answer-{attempt_suffix(job_id, restart)}"
-
-
-def committed_name(job_id: str, restart: int) -> str:
-    """File name of the commit file rank 0 writes (``committed-<job>-<restart>.json``)."""
-    return f"committed-{attempt_suffix(job_id, restart)}.json"
-
-
-def joined_name(job_id: str, restart: int) -> str:
-    """Folder name where each rank that joined announces itself (``joined-<job>-<restart>``)."""
-    return f"joined-{attempt_suffix(job_id, restart)}"
-
-
-def warm_modules_name(job_id: str, restart: int) -> str:
-    """File where rank 0 lists the installed modules it loaded (``warm-modules-<job>-<restart>``;
-    :data:`ENV_WARM_MODULES`)."""
-    return f"warm-modules-{attempt_suffix(job_id, restart)}"
-
-
-def standby_go_name(job_id: str, restart: int, number: int) -> str:
-    """File a warm standby waits for (``standby-<job>-<restart>-<n>.go``): the supervisor
-    writes ``{"env": {...}}`` to hand it an in-job restart, or ``{"quit": true}``
-    (:class:`hpcflow.contract.GoRecord`)."""
-    return f"standby-{attempt_suffix(job_id, restart)}-{number}.go"
-
-
-
-#: Suffix of the file beside a standby's go file (``<go>.step``) where its rank 0 writes the
-#: standby step's id (``SLURM_STEP_ID``): the supervisor's address for the wake-up and for TERM.
-STANDBY_STEP_SUFFIX = ".step"
-
-
-def notice_name(job_id: str) -> str:
-    """File name of a preemption notice (``notice-<job>``): the Unix time, in whole seconds, by
-    which the job must be off its nodes. A spot-interruption watcher or ``rehearse`` writes it
-    before it sends USR1; the supervisor reads and removes it at the warning. Without one the
-    deadline is the time limit."""
-    return f"notice-{job_id}"
-
-
-def heartbeat_name(job_id: str, restart: int, try_: int | str) -> str:
-    """Folder of one step's heartbeats (``heartbeat-<job>-<restart>-<try>``)."""
-    return f"heartbeat-{attempt_suffix(job_id, restart)}-{try_}"
-
-
-def errors_name(job_id: str, restart: int, try_: int | str) -> str:
-    """Folder where failing ranks of one step leave their exception (``errors-<job>-<restart>-<try>``)."""
-    return f"errors-{attempt_suffix(job_id, restart)}-{try_}"
-
-
-def stacks_name(job_id: str, restart: int, try_: int | str) -> str:
-    """File of one step's hang report in the run directory (``hang-<job>-<restart>-<try>.txt``):
-    every rank's Python stacks."""
-    return f"hang-{attempt_suffix(job_id, restart)}-{try_}.txt"
-
-
-def suspected_stacks_name(job_id: str, restart: int, try_: int | str, n: int) -> str:
-    """File of the ``n``-th (from 1) suspected hang's stacks in one step
-    (``hang-<job>-<restart>-<try>-suspected-<n>.txt``)."""
-    return f"hang-{attempt_suffix(job_id, restart)}-{try_}-suspected-{n}.txt"
-
-
-def exits_name(job_id: str, restart: int) -> str:
-    """Folder where each rank records its own exit (``exits-<job>-<restart>/<rank>``): one line
-    ``<status> <unix time in ms> <reason>`` written by the runtime as the rank leaves its
-    :class:`~hpcflow.runtime.run.Run`. A rank killed by a signal leaves no file."""
-    return f"exits-{attempt_suffix(job_id, restart)}"
-
-
-def nccl_debug_name(job_id: str, restart: int, rank: int) -> str:
-    """File in the state folder where one rank's NCCL writes its ``NCCL_DEBUG=INFO`` lines
-    (``nccl-<job>-<restart>-<rank>.log``) when EFA is expected and the user set no
-    ``NCCL_DEBUG_FILE`` of their own; the runtime reads the network choice from it."""
-    return f"nccl-{attempt_suffix(job_id, restart)}-{int(rank)}.log"
-
-
-def done_name(job_id: str, restart: int) -> str:
-    """File rank 0 writes once the final checkpoint is committed and every rank has finished
-    training (``done-<job>-<restart>.json``, ``{"step": N, "time": T}``): with it, the batch
-    script ends the job ``completed`` whatever status a rank's teardown gave srun."""
-    return f"done-{attempt_suffix(job_id, restart)}.json"
-
-
-def parse_rank_exit(text: str) -> tuple[int, int, str] | None:
-    """One rank's exit record (see :func:`exits_name`) -> ``(status, time_ms, reason)``, or
-    ``None`` when it is not one (a torn write)."""
-    status, _, rest = text.strip().partition(" ")
-    time_ms, _, reason = rest.partition(" ")
-    if not (status.isdigit() and time_ms.isdigit()):
-        return None
-    return int(status), int(time_ms), reason.strip()
-
-
-def port_for_job_number(job_number: int) -> int:
-    """The rendezvous port of a Slurm job: ``PORT_BASE + job_id % PORT_SPAN``.
-
-    Consecutive job ids get different ports and every rank (and the supervisor, for torchrun)
-    computes the same one.
-    """
-    return PORT_BASE + job_number % PORT_SPAN
-
-
-def port_for_step(nodelist: str, step_id: str, launcher_port: str = "") -> int:
-    """The rendezvous port of a step whose ranks do not see ``SLURM_JOB_ID`` (some container
-    set-ups drop it): ``PORT_BASE + crc32(nodelist|step_id|launcher_port) % PORT_SPAN``.
-
-    Every rank of a step has the same node list, ``SLURM_STEP_ID`` and
-    ``SLURM_STEP_LAUNCHER_PORT`` (srun(1), OUTPUT ENVIRONMENT VARIABLES: the port of the srun
-    that launched it), so they all compute the same port; the launcher port tells apart two
-    steps with the same id on the same nodes. CRC-32 (zlib) is stable across Python runs,
-    unlike ``hash``.
-    """
-    import zlib
-
-    key = f"{nodelist}|{step_id}|{launcher_port}".encode()
-    return PORT_BASE + zlib.crc32(key) % PORT_SPAN
-
 
 def parse_parallelism(text: str) -> dict[str, int]:
     """``"dp,pp,tp"`` (:data:`ENV_PARALLELISM`) -> ``{"dp": .., "pp": .., "tp": ..}``.
