@@ -1,4 +1,4 @@
-"""hpcflow/contract.py: a record line decodes to a value of its kinds or is refused, never raises."""
+"""hpcflow.contract: a record line decodes to a value of its kinds or is refused, never raises."""
 
 from __future__ import annotations
 
