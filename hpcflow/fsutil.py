@@ -22,10 +22,10 @@ from typing import Any
 __all__ = ["NotRegularFile", "fsync_dir", "open_regular", "output_problem", "read_capped",
            "read_tail", "write_atomic_at", "write_atomic", "write_json_atomic"]
 
-#: The most a record file (ledger, index, JSON record) is read of: far above any real one (a
-#: ledger line is ~200 bytes), low enough that ``/dev/zero`` or a planted giant file cannot fill
-#: memory.
-RECORD_MAX_BYTES = 32 * 1024 * 1024
+#: The most a record file (ledger, index, JSON record) is read of, the one cap of every such
+#: read: far above any real one (a ledger line is ~200 bytes; 64 MiB is ~300,000 events), low
+#: enough that ``/dev/zero`` or a planted giant file cannot fill memory.
+RECORD_MAX_BYTES = 64 * 1024 * 1024
 _CHUNK_BYTES = 1024 * 1024
 
 

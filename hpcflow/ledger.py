@@ -25,14 +25,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hpcflow import fsutil
 from hpcflow.contract import Decoded, decode_events, loads_bounded
 
 __all__ = ["MAX_READ_BYTES", "append_event", "event_line", "read_events", "read_ledger",
            "read_lines"]
 
-#: The most bytes a ledger read takes (the last ones are kept): far more than any job writes
-#: (an event is ~200 bytes; 64 MiB is ~300,000 events).
-MAX_READ_BYTES = 64 * 1024 * 1024
+#: The most bytes a ledger read takes (the last ones are kept): the one cap of every record
+#: read, :data:`hpcflow.fsutil.RECORD_MAX_BYTES`.
+MAX_READ_BYTES = fsutil.RECORD_MAX_BYTES
 
 
 def event_line(name: str, *, job_id: str, restart: int, time_s: int | None = None,
@@ -83,34 +84,19 @@ def append_event(path: Path, name: str, *, job_id: str, restart: int,
 
 
 def read_lines(path: Path, *, max_bytes: int = MAX_READ_BYTES) -> list[str]:
-    """The ledger's lines, oldest first: the one raw read of the ledger.
+    """The lines of a JSON-lines record file (the ledger, a run directory's submissions), oldest
+    first: the one bounded raw read of such a file (:func:`hpcflow.fsutil.read_tail`).
 
-    A missing, unreadable or non-regular file gives ``[]``; past ``max_bytes`` only the last
-    ``max_bytes`` are read (the first, partial line of that window is dropped).
+    A missing, unreadable or non-regular file (a FIFO, ``/dev/zero``, a symlink) gives ``[]``;
+    past ``max_bytes`` only the last ``max_bytes`` are read (the first, partial line of that
+    window is dropped).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        raw, skipped = fsutil.read_tail(path, max_bytes)
     except OSError:
         return []
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return []
-        start = max(0, info.st_size - max_bytes)
-        os.lseek(fd, start, os.SEEK_SET)
-        chunks, left = [], min(info.st_size, max_bytes)
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-    lines = b"".join(chunks).decode("utf-8", errors="replace").splitlines()
-    return lines[1:] if start > 0 and lines else lines
+    lines = raw.decode("utf-8", errors="replace").splitlines()
+    return lines[1:] if skipped and lines else lines
 
 
 def read_ledger(path: Path, *, job_id: str | None = None,

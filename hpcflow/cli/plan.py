@@ -111,11 +111,8 @@ def _inputs(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
             interval_text: str | None, region: str) -> tuple[Any, dict[str, str]]:
     """The :class:`GoodputInputs` and, per input, where it came from."""
     from hpcflow.errors import SpecError
-    from hpcflow.plan.goodput import (
-        FAILURE_RATE_SOURCE,
-        LLAMA3_FAILURES_PER_NODE_HOUR,
-        GoodputInputs,
-    )
+    from hpcflow.plan.goodput import FAILURE_RATE_SOURCE, GoodputInputs
+    from hpcflow.protocol import DEFAULT_FAILURES_PER_NODE_HOUR
 
     known_region("--region", region)
     nodes = number("--nodes", nodes_text, low=1, high=MAX_NODES, integer=True, example="16")
@@ -150,7 +147,7 @@ def _inputs(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
                                              f"failure(s) in {measured['node_hours']:.2f} "
                                              "node-hours")
     else:
-        rate, sources["failures_per_node_hour"] = (LLAMA3_FAILURES_PER_NODE_HOUR,
+        rate, sources["failures_per_node_hour"] = (DEFAULT_FAILURES_PER_NODE_HOUR,
                                                    f"default: {FAILURE_RATE_SOURCE}")
     detection = number("--detection-s", detection_text, low=0, high=MAX_HOURS * 3600,
                        example="60")

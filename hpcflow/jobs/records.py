@@ -21,7 +21,7 @@ from typing import Any
 
 from hpcflow import fsutil
 from hpcflow.contract import Decoded, is_number, loads_bounded
-from hpcflow.ledger import read_ledger
+from hpcflow.ledger import read_ledger, read_lines
 from hpcflow.protocol import ledger_path, state_dir
 
 SPEC_FILE = "job.yaml"
@@ -140,7 +140,8 @@ def read_jsonl(path: Path, max_bytes: int = fsutil.RECORD_MAX_BYTES) -> list[dic
 
     Only a regular file is read, and only its last ``max_bytes`` (the newest records; the cut
     line is dropped): a FIFO, a symlink or ``/dev/zero`` in place of a ledger gives an empty
-    list, never a hang or a full memory (:func:`hpcflow.fsutil.read_tail`).
+    list, never a hang or a full memory (the ledger's bounded read,
+    :func:`hpcflow.ledger.read_lines`).
     """
     return [obj for _, obj in read_jsonl_lines(path, max_bytes)]
 
@@ -149,13 +150,7 @@ def read_jsonl_lines(path: Path, max_bytes: int = fsutil.RECORD_MAX_BYTES
                      ) -> list[tuple[int, dict[str, Any]]]:
     """:func:`read_jsonl` with each object's line number (1-based; counted from the first line
     read when the file is longer than ``max_bytes``)."""
-    try:
-        raw, skipped = fsutil.read_tail(path, max_bytes)
-    except OSError:
-        return []
-    lines = raw.decode("utf-8", errors="replace").splitlines()
-    if skipped:
-        lines = lines[1:]  # the first line read is cut
+    lines = read_lines(path, max_bytes=max_bytes)
     out = []
     for number, line in enumerate(lines, start=1):
         try:

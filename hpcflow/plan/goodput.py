@@ -37,10 +37,9 @@ from hpcflow.plan.interval import (
     young_interval,
 )
 
-#: Unexpected interruptions per node-hour in Llama 3 pre-training: 419 / (2,048 nodes x 54 days
-#: x 24 h) (arXiv:2407.21783, section 3.3.4). The planned ones (47 more) are left out: they
-#: come with a warning, and a warned stop loses no steps under hpcflow.
-LLAMA3_FAILURES_PER_NODE_HOUR = 419 / (2048 * 54 * 24)
+#: Where the planner's default failure rate comes from (the number itself is
+#: :data:`hpcflow.protocol.DEFAULT_FAILURES_PER_NODE_HOUR`, one for the planner, the spec and the
+#: runtime).
 FAILURE_RATE_SOURCE = ("Llama 3 pre-training: 419 unexpected interruptions in 54 days on 2,048 "
                        "nodes of 8 H100 (Dubey et al. 2024, arXiv:2407.21783, section 3.3.4)")
 _EXP_LIMIT = 700.0  # exp(700) is near the largest float; beyond it the goodput is 0 anyway

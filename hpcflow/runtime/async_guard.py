@@ -9,47 +9,68 @@ boundary while a save is being written, one all-reduce (MAX) of two bits, "faile
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from hpcflow.errors import CheckpointError
 from hpcflow.protocol import TAG_CHECKPOINT
+from hpcflow.runtime.env import DistEnv
 from hpcflow.runtime.lines import emit, log
 
 
-def check_async(run: Any, step: int, state: Mapping[str, Any]) -> None:
-    """At the boundary after ``step`` (collective): if the background save of
-    ``run._async_pending`` failed on any rank, report it now (rank 0 prints ``hpcflow-checkpoint``
-    with ``"failed": true`` and the error) and save ``step`` again, in line, on every rank; once
-    it has committed everywhere, stop watching.
+class BackgroundSave(Protocol):
+    """What the guard reads of the checkpoint manager
+    (:class:`~hpcflow.runtime.checkpoint.CheckpointManager`): all local to this rank."""
+
+    @property
+    def failure(self) -> str | None:
+        """The error of the save in flight once it failed here, else None."""
+
+    @property
+    def writing(self) -> bool:
+        """The save in flight is still being written here."""
+
+    def wait(self) -> Any:
+        """Block until the save in flight is committed here; raise its CheckpointError."""
+
+
+def check_async(saves: BackgroundSave, env: DistEnv, *, pending: int, step: int,
+                save_again: Callable[[], None]) -> int | None:
+    """At the boundary after ``step`` (collective): if the background save of step ``pending``
+    failed on any rank, report it now (rank 0 prints ``hpcflow-checkpoint`` with ``"failed":
+    true`` and the error) and save ``step`` again, in line, on every rank (``save_again``).
 
     Args:
-        run: the :class:`~hpcflow.runtime.run.Run` (its ``ckpt`` and ``_async_pending``).
+        saves: the run's checkpoint manager.
+        env: this rank's place in the job (rank 0 prints).
+        pending: the step of the background save not yet known committed everywhere.
         step: the step just completed.
-        state: what :meth:`~hpcflow.runtime.run.Run.step_done` was given.
+        save_again: saves ``step`` in line (the run's :meth:`~hpcflow.runtime.run.Run.save`).
+
+    Returns:
+        The step still to watch: ``pending`` while some rank is still writing it, None once it
+        has committed everywhere or was saved again.
 
     Raises:
         CheckpointError: the save in line failed too (on every rank): the run stops, with the
             runtime's status 5.
     """
-    failed, writing = _agree(run.ckpt.failure is not None, run.ckpt.writing)
+    failed, writing = _agree(saves.failure is not None, saves.writing)
     if not failed:
-        if not writing:
-            run._async_pending = None  # committed on every rank: nothing more to watch
-        return
-    pending, run._async_pending = run._async_pending, None
+        return pending if writing else None  # committed on every rank: nothing more to watch
     try:
-        run.ckpt.wait()
+        saves.wait()
         error = "it failed on another rank"
     except CheckpointError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or ["?"]
         # The first line says which save; the last one, under a traceback, what failed.
         error = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
-    emit(run.env, TAG_CHECKPOINT, {"step": pending, "reason": "interval", "async": True,
-                                   "failed": True, "error": error[:500]})
-    log(run.env, f"the background save of step {pending} failed ({error}); saving step {step} "
-                 "now, in line")
-    run.save(step, state, reason="retry")
+    emit(env, TAG_CHECKPOINT, {"step": pending, "reason": "interval", "async": True,
+                               "failed": True, "error": error[:500]})
+    log(env, f"the background save of step {pending} failed ({error}); saving step {step} "
+             "now, in line")
+    save_again()
+    return None
 
 
 def _agree(failed: bool, writing: bool) -> tuple[bool, bool]:

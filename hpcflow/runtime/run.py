@@ -53,6 +53,8 @@ from hpcflow.protocol import (
 )
 from hpcflow.runtime import dist as hdist
 from hpcflow.runtime import leaving
+from hpcflow.runtime.async_guard import check_async
+from hpcflow.runtime.auto_guard import interval_saved, make_auto
 from hpcflow.runtime.env import DistEnv, dist_env_from
 from hpcflow.runtime.heartbeat import Heartbeat
 from hpcflow.runtime.leaving import Preempted
@@ -97,8 +99,6 @@ class Run:
         self.startup = startup or StartupClock(None, None)  # hpcflow-startup at the first step
         self.started_wall = time.time()  # Unix time; checkpoint.interval: auto measures from it
         self.first_step_wall: float | None = None
-        from hpcflow.runtime.auto_guard import make_auto
-
         self.auto = make_auto(env, config)  # checkpoint.interval: auto, else None
         self.ckpt = None
         if config.checkpoint_dir is not None:
@@ -283,10 +283,12 @@ class Run:
         """
         self.report_step(step, metrics)
         stop = self.should_stop()
-        if self._async_pending is not None:
-            from hpcflow.runtime.async_guard import check_async
-
-            check_async(self, step, state)  # a failed background save: reported, saved again
+        if self._async_pending is not None and self.ckpt is not None:
+            # A failed background save: reported, saved again (in line: nothing pending then).
+            pending, self._async_pending = self._async_pending, None
+            self._async_pending = check_async(
+                self.ckpt, self.env, pending=pending, step=step,
+                save_again=lambda: self.save(step, state, reason="retry"))
         if self.ckpt is not None:
             leaving.report_async(self.env, self.ckpt.poll())
         if stop and self.ckpt is None:
@@ -300,9 +302,9 @@ class Run:
             started = time.monotonic()
             self.save(step, state, reason="interval", blocking=not self.async_save)
             if self.auto is not None:
-                from hpcflow.runtime.auto_guard import interval_saved
-
-                interval_saved(self, step, time.monotonic() - started)
+                interval_saved(self.auto, self.env, step, time.monotonic() - started,
+                               run_dir=self.config.run_dir, started_wall=self.started_wall,
+                               first_step_wall=self.first_step_wall)
         self._last_boundary = time.monotonic()  # a save's time is reported as checkpointing
 
     def should_stop(self) -> bool:

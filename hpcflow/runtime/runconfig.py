@@ -37,9 +37,10 @@ class RunConfig:
         checkpoint_interval_auto: ``HPCFLOW_CHECKPOINT_INTERVAL=auto``: the runtime chooses the
             interval (:mod:`hpcflow.runtime.auto_interval`); ``checkpoint_interval`` is then 0.
         failures_per_node_hour: ``HPCFLOW_FAILURES_PER_NODE_HOUR``, the failure rate ``auto``
-            plans with, or ``None`` (the default of :mod:`hpcflow.plan.goodput`).
+            plans with, or ``None`` (:data:`hpcflow.protocol.DEFAULT_FAILURES_PER_NODE_HOUR`).
         checkpoint_keep: ``HPCFLOW_CHECKPOINT_KEEP``, committed checkpoints to keep (>= 1).
-        preempt_flag: ``HPCFLOW_PREEMPT_FLAG``, the flag file the USR1 trap writes, or ``None``.
+        preempt_flag: ``HPCFLOW_PREEMPT_FLAG``, the flag file the supervisor writes at the warning,
+            or ``None``.
         preempt_committed: ``HPCFLOW_PREEMPT_COMMITTED``, the file rank 0 writes after committing
             the preemption checkpoint, or ``None``.
         max_requeues: ``HPCFLOW_MAX_REQUEUES``, for information only, or ``None``.

@@ -61,12 +61,12 @@ def container_env(spec: JobSpec) -> dict[str, str]:
 
     ``HPCFLOW_CHECKPOINT_DIR`` is ``CheckpointConfig.LocalPath``, the folder SageMaker syncs.
     """
-    from hpcflow.slurm.render import step_env
+    from hpcflow.slurm.render import spec_env
 
     sm = spec.sagemaker
     assert sm is not None  # noqa: S101 - the spec refuses platform: sagemaker without the block
     env = {name: str(value) for name, value in spec.env.items()}
-    env.update(step_env(spec))
+    env.update(spec_env(spec).variables())
     env[protocol.ENV_CHECKPOINT_DIR] = sm.checkpoint_local_path
     return dict(sorted(env.items()))
 

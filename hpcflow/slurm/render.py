@@ -20,6 +20,7 @@ import jinja2
 from hpcflow import protocol
 from hpcflow.contract import (
     MirrorSettings,
+    SpecEnv,
     StepSettings,
     SupervisorSettings,
     TorchrunSettings,
@@ -169,40 +170,33 @@ def program_words(spec: JobSpec, python: str) -> list[str]:
     return list(prog.argv or [])
 
 
-def watchdog_options(spec: JobSpec) -> list[str]:
-    """The watchdog's timeout options (``python -m hpcflow.watchdog``) from
-    ``resilience.timeouts``; empty with ``resilience: false``."""
-    if spec.resilience is None:
-        return []
-    t = spec.resilience.timeouts
-    words = [f"--startup-s={t.startup_s}", f"--checkpoint-s={t.checkpoint_s}",
-             f"--step-floor-s={t.step_floor_s}", f"--step-factor={t.step_factor}",
-             f"--warmup-steps={t.warmup_steps}",
-             f"--interval-s={spec.resilience.heartbeat_interval_s}",
-             f"--kill-after-s={t.kill_after_s}"]
-    if t.step_s is not None:
-        words.append(f"--step-s={t.step_s}")
-    return words
+def watchdog_settings(spec: JobSpec) -> WatchdogSettings | None:
+    """The hang watchdog's settings from ``resilience.timeouts`` and
+    ``resilience.heartbeat_interval_s``; None with ``resilience: false`` or
+    ``resilience.watchdog: false``."""
+    res = spec.resilience
+    if res is None or not res.watchdog:
+        return None
+    t = res.timeouts
+    return WatchdogSettings(
+        heartbeat_interval_s=res.heartbeat_interval_s, startup_s=t.startup_s,
+        checkpoint_s=t.checkpoint_s, step_floor_s=t.step_floor_s, step_factor=t.step_factor,
+        warmup_steps=t.warmup_steps, step_s=t.step_s, kill_after_s=t.kill_after_s)
 
 
-def step_env(spec: JobSpec) -> dict[str, str]:
-    """The spec's settings the supervisor exports to every rank (docs/protocol.md,
-    "Environment"), after the spec's own ``env`` (so these win). The batch script itself
-    exports the run and checkpoint folders and the warning signal, which the spot watcher reads
-    from it (:func:`hpcflow.spot.nodejobs.parse_batch_script`)."""
-    env = {
-        protocol.ENV_CHECKPOINT_INTERVAL: (protocol.CHECKPOINT_INTERVAL_AUTO
-                                           if spec.checkpoint.interval == "auto"
-                                           else str(spec.checkpoint.interval_steps)),
-        protocol.ENV_CHECKPOINT_KEEP: str(spec.checkpoint.keep),
-        protocol.ENV_MAX_REQUEUES: str(spec.preemption.max_requeues),
-    }
-    if spec.checkpoint.interval == "auto":
-        env[protocol.ENV_FAILURES_PER_NODE_HOUR] = repr(spec.checkpoint.failures_per_node_hour)
-    if spec.parallelism is not None:
-        p = spec.parallelism
-        env[protocol.ENV_PARALLELISM] = protocol.format_parallelism(p.dp, p.pp, p.tp)
-    return env
+def spec_env(spec: JobSpec) -> SpecEnv:
+    """The spec's settings every rank gets (docs/protocol.md, "Environment"): the supervisor
+    gives them to each step (:class:`~hpcflow.contract.StepEnv`), after the spec's own ``env``
+    (so these win)."""
+    auto = spec.checkpoint.interval == "auto"
+    p = spec.parallelism
+    return SpecEnv(
+        checkpoint_interval=(protocol.CHECKPOINT_INTERVAL_AUTO if auto
+                             else spec.checkpoint.interval_steps),
+        checkpoint_keep=spec.checkpoint.keep,
+        max_requeues=spec.preemption.max_requeues,
+        failures_per_node_hour=spec.checkpoint.failures_per_node_hour if auto else None,
+        parallelism=(p.dp, p.pp, p.tp) if p is not None else None)
 
 
 def supervisor_config(spec: JobSpec, *, python: str | None = None,
@@ -249,14 +243,13 @@ def supervisor_settings(spec: JobSpec, *, python: str | None = None,
         signal_lead_s=spec.preemption.signal_lead_s,
         time_limit_s=spec.time_limit_s,
         hpcflow_python=hpcflow_python,
-        env=step_env(spec),
+        env=spec_env(spec),
         step=StepSettings(
             srun=tuple(srun_options(spec)),
             torchrun=(TorchrunSettings(interpreter, spec.tasks_per_node)
                       if spec.launcher == "torchrun" else None),
             program=tuple(program_words(spec, interpreter))),
-        watchdog=(WatchdogSettings(tuple(watchdog_options(spec)), res.heartbeat_interval_s)
-                  if res is not None and res.watchdog else None),
+        watchdog=watchdog_settings(spec),
         mirror=(MirrorSettings(spec.checkpoint.s3_uri, spec.checkpoint.keep)
                 if spec.checkpoint.s3_uri else None),
         spot_watch_nodes=allocated_nodes(spec) if spec.preemption.spot_watch else 0,

@@ -71,7 +71,8 @@ MAX_TASKS_PER_NODE = 65533
 MAX_GPUS_PER_NODE = 64
 #: More hardware threads than any node has.
 MAX_CPUS_PER_TASK = 4096
-#: The batch script compares SLURM_RESTART_COUNT with this in bash arithmetic.
+#: Far above any real bound of ``preemption.max_requeues`` (the supervisor counts requeues
+#: against it, hpcflow.supervisor.budgets).
 MAX_REQUEUES = 1000
 #: ``preemption.max_preemptions`` by default: a bound that stops a job that is preempted at
 #: every start (a spot pool with no capacity) within a day or so of 1-hour attempts, and that a

@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from hpcflow.plan.goodput import LLAMA3_FAILURES_PER_NODE_HOUR
+from hpcflow.protocol import DEFAULT_FAILURES_PER_NODE_HOUR
 from hpcflow.spec.job_fields import (
     CONTROL_RE,
     DEFAULT_MAX_PREEMPTIONS,
@@ -324,7 +324,7 @@ class CheckpointSpec(SpecModel):
         ),
     )
     failures_per_node_hour: StrictFloat = Field(
-        default=LLAMA3_FAILURES_PER_NODE_HOUR, ge=0, le=1000,
+        default=DEFAULT_FAILURES_PER_NODE_HOUR, ge=0, le=1000,
         description=(
             "Unwarned failures per node-hour that interval: auto plans with; default Llama 3's "
             "(419 in 54 days on 2,048 nodes, arXiv:2407.21783)."

@@ -160,10 +160,10 @@ class SpotWatcher:
         return result
 
     def _hand_over(self, jobs: list[NodeJob], notice: SpotNotice, result: PollResult) -> None:
-        """Notice files (each job's deadline, read by its trap), then every signal, then the
-        ledger records. The file steps run as each job's owner, all jobs at once, within
-        ``job_bound_s`` (hpcflow.spot.jobfiles); a job whose step failed or timed out is
-        signalled all the same."""
+        """Notice files (each job's deadline, read by its supervisor at the warning), then
+        every signal, then the ledger records. The file steps run as each job's owner, all jobs
+        at once, within ``job_bound_s`` (hpcflow.spot.jobfiles); a job whose step failed or
+        timed out is signalled all the same."""
         fresh = [j for j in jobs if (notice.time_s, j.job_id) not in self._prepared]
         prepared = self._in_run_dirs(fresh, jobfiles.PREPARE, notice)
         signalled: list[NodeJob] = []

@@ -42,8 +42,8 @@ from hpcflow.supervisor.commands import (
     own_cost_line,
     spot_watch_argv,
     step_argv,
+    step_env,
     step_status,
-    try_env,
     watchdog_argv,
 )
 from hpcflow.supervisor.standby import Standby
@@ -130,10 +130,8 @@ class Attempt:
         paths = self.job.paths
         for stale in (paths.flag, paths.committed, paths.done):
             stale.unlink(missing_ok=True)
-        os.environ.update(dict(self.cfg.env))
-        os.environ.update({P.ENV_PREEMPT_FLAG: str(paths.flag),
-                           P.ENV_PREEMPT_COMMITTED: str(paths.committed),
-                           P.ENV_JOINED_DIR: str(paths.joined)})
+        # What every step of the attempt shares (a warm standby inherits it too).
+        os.environ.update(step_env(self.cfg, paths, 0).attempt_variables())
         answer = self.turns.start()
         if not answer.run:
             return answer.status
@@ -160,9 +158,10 @@ class Attempt:
 
     def _prepare_try(self) -> dict[str, str]:
         """This try's files (a new step's ranks send their own heartbeats and have not joined
-        yet) and what the step's environment adds to this process's (:func:`try_env`)."""
+        yet) and what the step's environment adds to this process's
+        (:meth:`~hpcflow.contract.StepEnv.try_variables`)."""
         paths, try_ = self.job.paths, self.turns.try_
-        env = try_env(self.cfg, paths, try_)
+        env = step_env(self.cfg, paths, try_).try_variables()
         if self.standby is not None:  # the next standby waits for this step's own module list
             paths.warm_modules.unlink(missing_ok=True)
         folders = [paths.joined]

@@ -5,20 +5,21 @@ what each try's ranks get beside the attempt's environment, and the supervisor's
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hpcflow import protocol as P
-from hpcflow.contract import SupervisorSettings
+from hpcflow.contract import StepEnv, SupervisorSettings
 from hpcflow.supervisor import facts
 
 #: The settings as the functions here take them: the record, or its JSON form (decoded once).
 Settings = SupervisorSettings | Mapping[str, Any]
 
 __all__ = ["COST_LINE", "own_cost_line", "sigprobe_argv", "spot_watch_argv", "step_argv",
-           "step_status", "try_env", "watchdog_argv"]
+           "step_env", "step_status", "try_env", "watchdog_argv"]
 
 
 def step_status(returncode: int) -> int:
@@ -72,28 +73,36 @@ def own_cost_line(wall_s: float) -> str:
     return f"{COST_LINE} {usage.ru_utime + usage.ru_stime:.2f} s of CPU in {wall_s:.1f} s"
 
 
+def step_env(cfg: Settings, paths: facts.Paths, try_: int, *,
+             now: float | None = None) -> StepEnv:
+    """The environment of one step's ranks (:class:`~hpcflow.contract.StepEnv`), built here
+    once per try: the spec's settings, the attempt's files, the try, where a failing rank
+    leaves its exception, with the watchdog its heartbeat folder and interval, with a warm
+    standby where rank 0 lists the modules it loaded, and for an in-job restart (``try_`` > 0)
+    the step's start (``now``, default the clock), so that the restarted ranks'
+    ``hpcflow-startup`` line times the restart from the supervisor's start of the new step (the
+    batch script's start otherwise)."""
+    cfg = SupervisorSettings.decode(cfg)
+    wd = cfg.watchdog
+    return StepEnv(
+        spec=cfg.env, preempt_flag=str(paths.flag), preempt_committed=str(paths.committed),
+        joined_dir=str(paths.joined), step_try=try_, error_dir=str(paths.errors(try_)),
+        attempt_t0=(time.time() if now is None else now) if try_ > 0 else None,
+        warm_modules=str(paths.warm_modules) if cfg.warm_standby else None,
+        heartbeat_dir=str(paths.heartbeat(try_)) if wd is not None else None,
+        heartbeat_interval_s=wd.heartbeat_interval_s if wd is not None else None)
+
+
 def try_env(cfg: Settings, paths: facts.Paths, try_: int) -> dict[str, str]:
     """What one step's ranks get beside the attempt's environment (docs/protocol.md,
-    "Environment"): the try, where a failing rank leaves its exception, with the watchdog its
-    heartbeat folder and interval, with a warm standby where rank 0 lists the modules it
-    loaded (``HPCFLOW_WARM_MODULES``), and for an in-job restart (``try_`` > 0) the step's start as
-    ``HPCFLOW_ATTEMPT_T0``, so that the restarted ranks' ``hpcflow-startup`` line times the
-    restart from the supervisor's start of the new step (the batch script's start otherwise)."""
-    cfg = SupervisorSettings.decode(cfg)
-    env = {P.ENV_STEP_TRY: str(try_), P.ENV_ERROR_DIR: str(paths.errors(try_))}
-    if try_ > 0:  # an in-job restart: its start-up runs from this step's start
-        env[P.ENV_ATTEMPT_T0] = f"{time.time():.6f}"
-    if cfg.warm_standby:
-        env[P.ENV_WARM_MODULES] = str(paths.warm_modules)
-    if cfg.watchdog is not None:
-        env[P.ENV_HEARTBEAT_DIR] = str(paths.heartbeat(try_))
-        env[P.ENV_HEARTBEAT_INTERVAL_S] = str(cfg.watchdog.heartbeat_interval_s)
-    return env
+    "Environment"): :meth:`StepEnv.try_variables` of :func:`step_env`."""
+    return step_env(cfg, paths, try_).try_variables()
 
 
 def watchdog_argv(cfg: Settings, paths: facts.Paths, try_: int) -> list[str]:
-    """The hang watchdog beside one step (``python -m hpcflow.watchdog``), with the settings
-    of the spec's ``resilience.timeouts``; ``[]`` without the watchdog."""
+    """The hang watchdog beside one step (``python -m hpcflow.watchdog``): the try's folders and
+    ids, and the :class:`~hpcflow.contract.WatchdogSettings` as one JSON word (``--settings``);
+    ``[]`` without the watchdog."""
     cfg = SupervisorSettings.decode(cfg)
     wd = cfg.watchdog
     if wd is None:
@@ -101,7 +110,8 @@ def watchdog_argv(cfg: Settings, paths: facts.Paths, try_: int) -> list[str]:
     return [cfg.hpcflow_python, "-m", "hpcflow.watchdog",
             "--heartbeat-dir", str(paths.heartbeat(try_)), "--ntasks", str(cfg.ntasks),
             "--run-dir", str(paths.run_dir), "--job-id", paths.job_id,
-            "--restart", str(paths.restart), "--try", str(try_), *wd.options,
+            "--restart", str(paths.restart), "--try", str(try_),
+            "--settings", json.dumps(wd.encode(), separators=(",", ":"), sort_keys=True),
             "--parent-pid", str(os.getpid())]
 
 

@@ -73,7 +73,8 @@ class WarningPlan:
 
     Attributes:
         flag: write the flag file (the ranks that joined checkpoint at their next step).
-        forward: send the signal to the srun step (every rank has a handler for it).
+        forward: send the signal to the step (every rank joined, or every process of the step
+            catches it itself).
         log: lines for the job log, in order.
     """
 
@@ -196,7 +197,8 @@ class DeadlineAction:
 
     Attributes:
         action: ``"wait"`` (ranks joined: their checkpoint is coming), ``"stop"`` (TERM to the
-            program, KILL after the grace, then the job is requeued), or ``"none"`` (no step
+            program, KILL after the grace, then the ending ladder: a requeue where
+            ``preemption.requeue`` and the budgets allow), or ``"none"`` (no step
             runs).
         log: lines for the job log.
     """

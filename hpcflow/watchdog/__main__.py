@@ -2,15 +2,16 @@
 and in-job restarts")::
 
     python -m hpcflow.watchdog --heartbeat-dir DIR --ntasks N --run-dir RUN --job-id J \\
-        --restart R --try T --startup-s S --checkpoint-s S --step-floor-s S --step-factor K
-        --warmup-steps W [--step-s S] --interval-s S [--kill-after-s S] [--poll-s S]
-        [--parent-pid PID]
+        --restart R --try T --settings JSON [--poll-s S] [--parent-pid PID]
+
+``--settings`` is the :class:`~hpcflow.contract.WatchdogSettings` of the job spec's
+``resilience`` block as JSON (its timeouts, the heartbeat interval, ``kill_after_s``).
 
 It polls the ranks' heartbeats (:mod:`hpcflow.runtime.heartbeat`). When it first finds a hang
 (:func:`hpcflow.watchdog.hang.find_hang`) it writes every rank's stacks to
 ``<run_dir>/hang-<job>-<restart>-<try>-suspected-<n>.txt`` and appends ``hang_suspected``; if
 every rank reports in time again it appends ``hang_cleared`` and goes on watching. Once the hang
-has lasted ``--kill-after-s`` more (at once when it is 0) it writes the stacks again to
+has lasted ``kill_after_s`` more (at once when it is 0) it writes the stacks again to
 ``<run_dir>/hang-<job>-<restart>-<try>.txt``, appends a ``hang`` event to the ledger, leaves
 ``hang.json`` in the heartbeat folder for the supervisor, and ends the step (``scancel
 <job>.<step>``: the step, never the job; scancel(1)), then exits 0. It does nothing until the
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow import fsutil, ledger, protocol
+from hpcflow.contract import WatchdogSettings, loads_bounded
 from hpcflow.watchdog.hang import CLEAR, KILL, SUSPECT, Hang, Timeouts, find_hang, next_action
 from hpcflow.watchdog.stacks import collect, stopped_ranks
 
@@ -57,26 +59,26 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--job-id", required=True)
     p.add_argument("--restart", type=int, default=0)
     p.add_argument("--try", dest="try_", type=int, default=0)
-    # The settings come from the job spec (hpcflow.slurm.render.watchdog_options): no defaults.
-    p.add_argument("--startup-s", type=float, required=True)
-    p.add_argument("--checkpoint-s", type=float, required=True)
-    p.add_argument("--step-floor-s", type=float, required=True)
-    p.add_argument("--step-factor", type=float, required=True)
-    p.add_argument("--warmup-steps", type=int, required=True)
-    p.add_argument("--step-s", type=float, default=None, help="fixed; default: derived")
-    p.add_argument("--interval-s", type=float, required=True)
-    # Scripts rendered before the option existed (same protocol version, requeued after an
-    # upgrade) do not pass it; they ended a hung step at once, and so they still do.
-    p.add_argument("--kill-after-s", type=float, default=0.0)
+    # The settings come from the job spec (hpcflow.slurm.render.watchdog_settings): no defaults.
+    p.add_argument("--settings", type=_settings, required=True,
+                   help="the watchdog's settings as JSON (hpcflow.contract.WatchdogSettings)")
     p.add_argument("--poll-s", type=float, default=1.0)
     p.add_argument("--parent-pid", type=int, default=None,
                    help="stop once this process (the supervisor) is no longer the parent "
                         "[the parent at start]")
     args = p.parse_args(argv)
-    if args.ntasks < 1 or args.poll_s <= 0 or args.interval_s <= 0 or args.kill_after_s < 0:
-        p.error("--ntasks must be at least 1, --poll-s and --interval-s positive, "
-                "--kill-after-s at least 0")
+    if args.ntasks < 1 or args.poll_s <= 0:
+        p.error("--ntasks must be at least 1, --poll-s positive")
     return args
+
+
+def _settings(text: str) -> WatchdogSettings:
+    """``--settings``: the one decoding of the watchdog's settings (a ValueError is argparse's
+    usage error, exit 2)."""
+    try:
+        return WatchdogSettings.decode(loads_bounded(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def end_step(job_id: str, beats: dict[int, dict[str, Any]]) -> None:
@@ -116,10 +118,11 @@ def suspect(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Ha
     goes on. Returns the stacks file's name."""
     name = protocol.suspected_stacks_name(args.job_id, args.restart, args.try_, n)
     fields = _hang_fields(args, beats, hang, name)
-    _event(args, protocol.EVENT_HANG_SUSPECTED, {**fields, "kill_after_s": args.kill_after_s})
+    kill_after_s = args.settings.kill_after_s
+    _event(args, protocol.EVENT_HANG_SUSPECTED, {**fields, "kill_after_s": kill_after_s})
     print(f"hpcflow-watchdog: ranks {hang.ranks} silent in section {hang.section} for more than "
           f"{hang.timeout_s:.1f} s; stacks in {name}; the step is ended if they stay silent "
-          f"{args.kill_after_s:.0f} s more", file=sys.stderr, flush=True)
+          f"{kill_after_s:.0f} s more", file=sys.stderr, flush=True)
     return name
 
 
@@ -142,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     (0: an orphan, reparented when the supervisor was killed, would escape Slurm's process
     tracking by parentage, ``proctrack/linuxproc``, and judge ranks that no longer run)."""
     args = _args(argv)
-    t = Timeouts(startup_s=args.startup_s, checkpoint_s=args.checkpoint_s,
-                 step_floor_s=args.step_floor_s, step_factor=args.step_factor,
-                 warmup_steps=args.warmup_steps, step_s=args.step_s, interval_s=args.interval_s,
-                 kill_after_s=args.kill_after_s)
+    s: WatchdogSettings = args.settings
+    t = Timeouts(startup_s=s.startup_s, checkpoint_s=s.checkpoint_s,
+                 step_floor_s=s.step_floor_s, step_factor=s.step_factor,
+                 warmup_steps=s.warmup_steps, step_s=s.step_s, interval_s=s.heartbeat_interval_s,
+                 kill_after_s=s.kill_after_s)
     armed_at: float | None = None
     since: float | None = None
     suspicions = 0

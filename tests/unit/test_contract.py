@@ -1,4 +1,4 @@
-"""hpcflow/contract.py: a record line decodes to a value of its kinds or is refused, never raises."""
+"""hpcflow.contract: a record line decodes to a value of its kinds or is refused, never raises."""
 
 from __future__ import annotations
 
@@ -166,3 +166,54 @@ def test_what_the_writers_write_decodes(event):
     line = ledger.event_line(event.pop("event"), job_id="7", restart=1, time_s=5, **event)
     decoded = contract.decode_events([line])
     assert decoded.skipped == 0 and len(decoded.events) == 1
+
+
+@pytest.mark.parametrize("changes", [
+    pytest.param({}, id="default"),
+    pytest.param({"checkpoint": {"interval_steps": 50}, "parallelism": {"dp": -1, "pp": 2,
+                                                                        "tp": 1}},
+                 id="fixed-interval-and-parallelism"),
+])
+def test_the_spec_env_is_typed_and_its_json_form_is_the_variables(changes):
+    variables = _rendered(**changes)["env"]
+    env = contract.SpecEnv.decode(variables)
+    assert env.variables() == variables
+    if changes:
+        assert env.checkpoint_interval == 50 and env.parallelism == (-1, 2, 1)
+        assert env.failures_per_node_hour is None
+    else:
+        assert env.checkpoint_interval == P.CHECKPOINT_INTERVAL_AUTO
+        assert env.failures_per_node_hour == P.DEFAULT_FAILURES_PER_NODE_HOUR
+
+
+@pytest.mark.parametrize("variables, says", [
+    pytest.param({"HPCFLOW_CHECKPOINT_KEEP": "two"}, "HPCFLOW_CHECKPOINT_KEEP='two'", id="keep"),
+    pytest.param({"HPCFLOW_CHECKPOINT_INTERVAL": "-3"}, "HPCFLOW_CHECKPOINT_INTERVAL",
+                 id="negative-interval"),
+    pytest.param({"HPCFLOW_FAILURES_PER_NODE_HOUR": "nan"}, "HPCFLOW_FAILURES_PER_NODE_HOUR",
+                 id="rate-nan"),
+    pytest.param({"HPCFLOW_PARALLELISM": "1,2"}, "HPCFLOW_PARALLELISM", id="parallelism"),
+    pytest.param({"PATH": "/bin"}, "'PATH' is not one of", id="not-hpcflows"),
+    pytest.param({"HPCFLOW_MAX_REQUEUES": 3}, "is not text", id="a-number"),
+])
+def test_a_spec_env_variable_of_the_wrong_form_is_refused_by_name(variables, says):
+    with pytest.raises(ValueError, match="supervisor setting 'env'") as info:
+        contract.SupervisorSettings.decode({**_rendered(), "env": variables})
+    assert says in str(info.value)
+
+
+def test_the_step_env_names_each_member_once():
+    env = contract.StepEnv(
+        spec=contract.SpecEnv(checkpoint_interval=0, checkpoint_keep=2, max_requeues=3),
+        preempt_flag="/r/flag", preempt_committed="/r/committed", joined_dir="/r/joined",
+        step_try=1, error_dir="/r/errors", attempt_t0=1700000000.5, warm_modules="/r/mods",
+        heartbeat_dir="/r/beats", heartbeat_interval_s=2)
+    assert env.attempt_variables() == {
+        P.ENV_CHECKPOINT_INTERVAL: "0", P.ENV_CHECKPOINT_KEEP: "2", P.ENV_MAX_REQUEUES: "3",
+        P.ENV_PREEMPT_FLAG: "/r/flag", P.ENV_PREEMPT_COMMITTED: "/r/committed",
+        P.ENV_JOINED_DIR: "/r/joined"}
+    assert env.try_variables() == {
+        P.ENV_STEP_TRY: "1", P.ENV_ERROR_DIR: "/r/errors",
+        P.ENV_ATTEMPT_T0: "1700000000.500000", P.ENV_WARM_MODULES: "/r/mods",
+        P.ENV_HEARTBEAT_DIR: "/r/beats", P.ENV_HEARTBEAT_INTERVAL_S: "2"}
+    assert env.variables() == {**env.attempt_variables(), **env.try_variables()}

@@ -1,7 +1,7 @@
-"""The contract's words live in hpcflow/protocol.py alone: no module outside it compares what it
+"""The contract's words live in hpcflow.protocol alone: no module outside it compares what it
 read from the ledger (an event's ``event``, ``reason``, ``by``, ``cause``, ``source`` member, or
 a name bound to one: ``kind``, ``reason``) against a bare event or reason word. A typo there
-(``"job_ned"``) would silently never match; a name in protocol.py fails at import."""
+(``"job_ned"``) would silently never match; a name in hpcflow.protocol fails at import."""
 
 from __future__ import annotations
 
@@ -11,6 +11,16 @@ from pathlib import Path
 from hpcflow import protocol as P
 
 PKG = Path(__file__).resolve().parents[2] / "hpcflow"
+
+
+def module_files(module: object) -> list[Path]:
+    """The files of a module, or of every module of a package."""
+    path = Path(module.__file__)  # type: ignore[attr-defined]
+    return sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+
+
+#: The only place a protocol word may be spelled: hpcflow.protocol itself.
+PROTOCOL_FILES = set(module_files(P))
 WORDS = {v for k, v in vars(P).items()
          if k.startswith(("EVENT_", "REASON_")) and isinstance(v, str)}
 #: Members of a ledger event whose values are protocol words, and names code binds them to.
@@ -57,11 +67,24 @@ def test_the_check_sees_a_bare_word():
     assert bare_word_comparisons('if ev.get("event") == P.EVENT_JOB_END: pass') == []
 
 
+def scanned() -> list[Path]:
+    """Every module of the package but :data:`PROTOCOL_FILES`."""
+    return [path for path in sorted(PKG.rglob("*.py")) if path not in PROTOCOL_FILES]
+
+
+def test_the_scan_reaches_every_module_but_the_protocols_own():
+    from hpcflow import contract, ledger
+    from hpcflow.supervisor import commands
+
+    files = set(scanned())
+    for module in (contract, ledger, commands):
+        assert set(module_files(module)) <= files
+    assert PROTOCOL_FILES and not PROTOCOL_FILES & files
+
+
 def test_no_module_compares_a_ledger_read_against_a_bare_word():
     offenders = {}
-    for path in sorted(PKG.rglob("*.py")):
-        if path.name == "protocol.py":
-            continue
+    for path in scanned():
         if hits := bare_word_comparisons(path.read_text(encoding="utf-8")):
             offenders[str(path.relative_to(PKG))] = hits
     assert offenders == {}
@@ -91,12 +114,17 @@ def test_the_shadow_default_check_sees_one():
     assert shadow_defaults('x = cfg.launcher', fields) == []
 
 
-def test_no_module_reads_a_supervisor_setting_with_a_default_of_its_own():
+def test_no_module_reads_a_setting_with_a_default_of_its_own():
+    """Any member of a settings record that crosses a process boundary: the supervisor's, the
+    step's, torchrun's, the watchdog's, the mirror's, the spec's environment."""
     from dataclasses import fields
 
-    from hpcflow.contract import SupervisorSettings
+    from hpcflow import contract
 
-    names = {f.name for f in fields(SupervisorSettings)}
+    records = (contract.SupervisorSettings, contract.StepSettings, contract.TorchrunSettings,
+               contract.WatchdogSettings, contract.MirrorSettings, contract.SpecEnv)
+    names = {f.name for record in records for f in fields(record)}
+    assert {"launcher", "kill_after_s", "s3_uri", "checkpoint_keep"} <= names
     offenders = {}
     for path in sorted(PKG.rglob("*.py")):
         if hits := shadow_defaults(path.read_text(encoding="utf-8"), names):

@@ -41,7 +41,7 @@ def test_runtime_never_imports_cli_or_services():
         # hpcflow.hostlist, not a part of slurm/.
         bad = {m for m in _imports(path) if m.startswith(("hpcflow.cli", "hpcflow.jobs",
                                                           "hpcflow.slurm", "hpcflow.pcluster",
-                                                          "hpcflow.supervisor"))}
+                                                          "hpcflow.supervisor", "hpcflow.spec"))}
         if bad:
             offenders[str(path.relative_to(PKG))] = sorted(bad)
     assert offenders == {}
@@ -68,8 +68,16 @@ def test_library_layers_never_import_the_cli():
     assert offenders == {}
 
 
-CORE = ("spec", "slurm", "plan", "protocol.py", "contract.py", "ending_kinds.py", "ledger.py",
-        "hostlist.py", "command.py", "fsutil.py", "errors.py", "check_result.py")
+CORE = ("spec", "slurm", "plan", "protocol", "contract", "ending_kinds", "ledger", "hostlist",
+        "command", "fsutil", "errors", "check_result")
+
+
+def _files(top: str) -> list[Path]:
+    """The files of the module or package ``top`` of hpcflow (one of them must exist)."""
+    if (PKG / top).is_dir():
+        return sorted((PKG / top).rglob("*.py"))
+    assert (PKG / f"{top}.py").is_file(), top
+    return [PKG / f"{top}.py"]
 SERVICES = ("jobs", "launch", "local_cluster", "pcluster", "aws", "remote", "doctor", "nccl",
             "mirror", "spot", "watchdog", "supervisor", "hyperpod", "sagemaker")
 
@@ -80,8 +88,7 @@ def test_core_imports_no_service_and_no_cli():
     layer_above = tuple(f"hpcflow.{name}" for name in (*SERVICES, "cli"))
     offenders = {}
     for top in CORE:
-        paths = [PKG / top] if top.endswith(".py") else sorted((PKG / top).rglob("*.py"))
-        for path in paths:
+        for path in _files(top):
             bad = sorted(m for m in _imports(path) if m.startswith(layer_above))
             if bad:
                 offenders[str(path.relative_to(PKG))] = bad
@@ -110,4 +117,23 @@ def test_the_spec_modules_import_no_private_name_of_each_other():
                      if a.name.startswith("_"))
         if bad:
             offenders[path.name] = bad
+    assert offenders == {}
+
+
+def test_the_contract_and_its_words_import_only_each_other():
+    """The supervisor, the watchdog and the in-job runtime import them: standard library only
+    (no pydantic, no spec), so every side reads the same records."""
+    offenders = {}
+    for top in ("protocol", "contract"):
+        for path in _files(top):
+            tree = ast.parse(path.read_text())
+            # ``from hpcflow import x`` imports hpcflow.x
+            named = {f"hpcflow.{a.name}" for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module == "hpcflow"
+                     for a in node.names}
+            bad = sorted(m for m in (_imports(path) - {"hpcflow"}) | named
+                         if m.startswith("hpcflow")
+                         and not m.startswith(("hpcflow.protocol", "hpcflow.contract")))
+            if bad:
+                offenders[str(path.relative_to(PKG))] = bad
     assert offenders == {}

@@ -6,13 +6,14 @@ import math
 
 import pytest
 
-from hpcflow.plan.goodput import LLAMA3_FAILURES_PER_NODE_HOUR, GoodputInputs, predict, shares
+from hpcflow.plan.goodput import GoodputInputs, predict, shares
 from hpcflow.plan.interval import (
     availability,
     availability_optimal_interval,
     daly_interval,
     young_interval,
 )
+from hpcflow.protocol import DEFAULT_FAILURES_PER_NODE_HOUR as LLAMA3_FAILURES_PER_NODE_HOUR
 
 DAY = 86_400.0
 

@@ -3,6 +3,7 @@ ShellCheck-clean with every launcher, values quoted."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -61,7 +62,8 @@ def test_watchdog_runs_with_the_submitting_interpreter_quoted() -> None:
     argv = watchdog_argv(supervisor_config(text), PATHS, 1)
     assert argv[:5] == [PYTHON, "-m", "hpcflow.watchdog", "--heartbeat-dir",
                         "/scratch/it's $(odd)/.hpcflow/heartbeat-4242-0-1"]
-    assert "--step-s=45" in argv and argv[argv.index("--try") + 1] == "1"
+    settings = json.loads(argv[argv.index("--settings") + 1])
+    assert settings["step_s"] == 45 and argv[argv.index("--try") + 1] == "1"
     # It stops by itself once the supervisor that started it (this process here) is gone.
     assert argv[-2:] == ["--parent-pid", str(os.getpid())]
     restarted = try_env(supervisor_config(text), PATHS, 1)
@@ -88,3 +90,18 @@ def test_resilience_script_is_shellcheck_clean(launcher: str, watchdog: bool,
     out = subprocess.run([shellcheck, "--severity=style", "--shell=bash", str(script)],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_step_env_is_built_once_and_read_back_by_the_runtime() -> None:
+    from hpcflow.runtime.runconfig import RunConfig
+    from hpcflow.supervisor.commands import step_env
+
+    spec = job(checkpoint={"interval_steps": 7, "keep": 4}, parallelism={"dp": -1, "pp": 1,
+                                                                         "tp": 2})
+    env = step_env(supervisor_config(render_sbatch(spec, python=PYTHON)), PATHS, 1, now=5.0)
+    assert env.try_variables() == try_env(supervisor_config(render_sbatch(spec, python=PYTHON)),
+                                          PATHS, 1) | {"HPCFLOW_ATTEMPT_T0": "5.000000"}
+    config = RunConfig.from_environ(env.variables())
+    assert (config.checkpoint_interval, config.checkpoint_keep) == (7, 4)
+    assert config.preempt_flag == PATHS.flag and config.joined_dir == PATHS.joined
+    assert config.parallelism == {"dp": -1, "pp": 1, "tp": 2}

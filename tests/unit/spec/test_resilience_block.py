@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hpcflow.slurm.render import watchdog_options
+from hpcflow.contract import WatchdogSettings
+from hpcflow.slurm.render import watchdog_settings
 from hpcflow.spec.job import JobSpec
 
 
@@ -20,7 +21,7 @@ def job(**changes: Any) -> JobSpec:
 
 def test_false_turns_the_watchdog_off() -> None:
     spec = job(resilience=False)
-    assert spec.resilience is None and watchdog_options(spec) == []
+    assert spec.resilience is None and watchdog_settings(spec) is None
     # null (a dumped spec with the block off) stays off
     assert job(resilience=None).resilience is None
 
@@ -30,9 +31,9 @@ def test_false_turns_the_watchdog_off() -> None:
 def test_protection_is_on_by_default(given: dict) -> None:
     spec = job(**given)
     assert spec.resilience is not None and spec.resilience.watchdog
-    assert watchdog_options(spec) == [
-        "--startup-s=600", "--checkpoint-s=600", "--step-floor-s=60", "--step-factor=3.0",
-        "--warmup-steps=10", "--interval-s=2", "--kill-after-s=540"]
+    assert watchdog_settings(spec) == WatchdogSettings(
+        startup_s=600, checkpoint_s=600, step_floor_s=60, step_factor=3.0,
+        warmup_steps=10, heartbeat_interval_s=2, kill_after_s=540)
     # a dumped spec reads back the same
     assert JobSpec.model_validate(spec.model_dump()).resilience == spec.resilience
 
@@ -41,9 +42,9 @@ def test_defaults_and_options() -> None:
     spec = job(resilience={"timeouts": {"step_s": 30}})
     r = spec.resilience
     assert r is not None and (r.max_in_job_restarts, r.max_failures, r.watchdog) == (2, 3, True)
-    assert watchdog_options(spec) == [
-        "--startup-s=600", "--checkpoint-s=600", "--step-floor-s=60", "--step-factor=3.0",
-        "--warmup-steps=10", "--interval-s=2", "--kill-after-s=540", "--step-s=30"]
+    assert watchdog_settings(spec) == WatchdogSettings(
+        startup_s=600, checkpoint_s=600, step_floor_s=60, step_factor=3.0,
+        warmup_steps=10, heartbeat_interval_s=2, kill_after_s=540, step_s=30)
 
 
 @pytest.mark.parametrize(("block", "where", "what"), [

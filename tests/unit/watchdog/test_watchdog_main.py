@@ -12,7 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from hpcflow import protocol
+from hpcflow.contract import SupervisorSettings, WatchdogSettings
 from hpcflow.watchdog.__main__ import _args, main
 from hpcflow.watchdog.stacks import stopped_ranks
 
@@ -45,10 +48,12 @@ def start_rank(tmp_path: Path, job: str, program: str) -> tuple[Path, Path, subp
 
 def watch(beats: Path, run_dir: Path, job: str, kill_after_s: str) -> int:
     """The watchdog on one rank: a 1 s step floor after 3 steps, 0.2 s heartbeats and polls."""
+    settings = WatchdogSettings(heartbeat_interval_s=0.2, startup_s=20, checkpoint_s=20,
+                                step_floor_s=1, step_factor=3, warmup_steps=3,
+                                kill_after_s=float(kill_after_s))
     return main(["--heartbeat-dir", str(beats), "--ntasks", "1", "--run-dir", str(run_dir),
-                 "--job-id", job, "--startup-s", "20", "--checkpoint-s", "20",
-                 "--step-floor-s", "1", "--step-factor", "3", "--warmup-steps", "3",
-                 "--interval-s", "0.2", "--kill-after-s", kill_after_s, "--poll-s", "0.2"])
+                 "--job-id", job, "--settings", json.dumps(settings.encode()),
+                 "--poll-s", "0.2"])
 
 
 def test_a_blocked_rank_is_reported_with_its_stacks(tmp_path: Path) -> None:
@@ -141,10 +146,42 @@ def test_a_stopped_rank_on_this_host_is_named() -> None:
 
 
 def test_a_script_rendered_before_kill_after_s_keeps_ending_a_hang_at_once() -> None:
-    """Version skew: a batch script rendered by the previous release (same protocol version) is
-    requeued after an upgrade and starts the new watchdog without ``--kill-after-s``."""
-    old = ["--heartbeat-dir", "/x", "--ntasks", "2", "--run-dir", "/r", "--job-id", "7",
-           "--startup-s", "600", "--checkpoint-s", "600", "--step-floor-s", "60",
-           "--step-factor", "3.0", "--warmup-steps", "10", "--interval-s", "2"]
-    assert _args(old).kill_after_s == 0.0
-    assert _args([*old, "--kill-after-s", "540"]).kill_after_s == 540.0
+    """Version skew: a batch script rendered by a previous release (same protocol version) is
+    requeued after an upgrade; its settings carry the watchdog's old command-line words, some
+    without ``--kill-after-s``, and the new supervisor hands them to the new watchdog."""
+    old = ["--startup-s=600", "--checkpoint-s=600", "--step-floor-s=60", "--step-factor=3.0",
+           "--warmup-steps=10", "--interval-s=2"]
+
+    def settings(options: list[str]) -> WatchdogSettings:
+        cfg = SupervisorSettings.decode({"watchdog": {"options": options,
+                                                      "heartbeat_interval_s": 2}})
+        assert cfg.watchdog is not None
+        return _args(["--heartbeat-dir", "/x", "--ntasks", "2", "--run-dir", "/r", "--job-id",
+                      "7", "--settings", json.dumps(cfg.watchdog.encode())]).settings
+
+    assert settings(old).kill_after_s == 0.0
+    assert settings([*old, "--kill-after-s=540"]).kill_after_s == 540.0
+    assert settings(old) == WatchdogSettings(heartbeat_interval_s=2, startup_s=600,
+                                             checkpoint_s=600, step_floor_s=60, step_factor=3.0,
+                                             warmup_steps=10)
+
+
+@pytest.mark.parametrize("text, says", [
+    pytest.param("{", "Expecting property name", id="not-json"),
+    pytest.param('{"heartbeat_interval_s": 2}', "lack startup_s", id="missing"),
+    pytest.param(json.dumps({**WatchdogSettings(2, 600, 600, 60, 3.0, 10).encode(),
+                             "heartbeat_interval_s": 0}), "'heartbeat_interval_s'",
+                 id="interval-zero"),
+    pytest.param(json.dumps({**WatchdogSettings(2, 600, 600, 60, 3.0, 10).encode(),
+                             "warmup_steps": 2.5}), "'warmup_steps'", id="warmup-a-fraction"),
+    pytest.param(json.dumps({**WatchdogSettings(2, 600, 600, 60, 3.0, 10).encode(),
+                             "kill_after_s": -1}), "'kill_after_s'", id="kill-after-negative"),
+])
+def test_bad_settings_are_a_usage_error_naming_the_member(text: str, says: str,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as info:
+        _args(["--heartbeat-dir", "/x", "--ntasks", "2", "--run-dir", "/r", "--job-id", "7",
+               "--settings", text])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--settings" in err and says in err

@@ -23,12 +23,16 @@ What crosses the boundary:
 from __future__ import annotations
 
 import re
-from pathlib import Path
+
+# The run directory's file names (files.py) and the port rule (ports.py) are read from here too:
+# each module's __all__ is re-exported whole.
+from hpcflow.protocol.files import *  # noqa: F403
+from hpcflow.protocol.ports import *  # noqa: F403
 
 #: Exit status after a committed preemption checkpoint: ``EX_TEMPFAIL`` (sysexits.h, "try again").
 EXIT_PREEMPTED = 75
 
-# ---- Environment the batch script exports to the program.
+# ---- Environment the batch script and the supervisor export to the program.
 ENV_RUN_DIR = "HPCFLOW_RUN_DIR"
 ENV_CHECKPOINT_DIR = "HPCFLOW_CHECKPOINT_DIR"
 ENV_CHECKPOINT_INTERVAL = "HPCFLOW_CHECKPOINT_INTERVAL"
@@ -36,6 +40,12 @@ ENV_CHECKPOINT_INTERVAL = "HPCFLOW_CHECKPOINT_INTERVAL"
 #: (``checkpoint.interval: auto``), and the failure rate it plans with (per node-hour).
 CHECKPOINT_INTERVAL_AUTO = "auto"
 ENV_FAILURES_PER_NODE_HOUR = "HPCFLOW_FAILURES_PER_NODE_HOUR"
+#: The failure rate ``auto`` plans with unless told another (the spec's
+#: ``checkpoint.failures_per_node_hour`` default, and the runtime's when
+#: ``HPCFLOW_FAILURES_PER_NODE_HOUR`` is unset): Llama 3's unexpected interruptions per
+#: node-hour, 419 / (2,048 nodes x 54 days x 24 h) (arXiv:2407.21783, section 3.3.4). The planned
+#: ones (47 more) are left out: they come with a warning, and a warned stop loses no steps.
+DEFAULT_FAILURES_PER_NODE_HOUR = 419 / (2048 * 54 * 24)
 ENV_CHECKPOINT_KEEP = "HPCFLOW_CHECKPOINT_KEEP"
 ENV_MAX_REQUEUES = "HPCFLOW_MAX_REQUEUES"
 ENV_PREEMPT_FLAG = "HPCFLOW_PREEMPT_FLAG"
@@ -51,7 +61,7 @@ ENV_HEARTBEAT_DIR = "HPCFLOW_HEARTBEAT_DIR"
 #: writes one).
 ENV_HEARTBEAT_INTERVAL_S = "HPCFLOW_HEARTBEAT_INTERVAL_S"
 #: Folder where a rank that fails with an exception leaves ``<rank>.json`` (type, step, traceback)
-#: and ``<rank>.sig`` (``<type>@<step>``), so the batch script can tell a repeated error.
+#: and ``<rank>.sig`` (``<type>@<step>``), so the supervisor can tell a repeated error.
 ENV_ERROR_DIR = "HPCFLOW_ERROR_DIR"
 #: The in-job try of this step: 0 for the first ``srun`` of an attempt, 1 after one in-job restart.
 ENV_STEP_TRY = "HPCFLOW_STEP_TRY"
@@ -73,7 +83,7 @@ ENV_WARM_T0 = "HPCFLOW_WARM_T0"
 
 # ---- Resilience (docs/protocol.md, "Hangs and in-job restarts").
 #: The commit record inside a committed ``step_<N>/`` (the same name as
-#: ``hpcflow.runtime.commit.COMMIT_NAME``); the batch script looks for it before an in-job restart.
+#: ``hpcflow.runtime.commit.COMMIT_NAME``); the supervisor looks for it before an in-job restart.
 COMMIT_RECORD = "hpcflow-commit.json"
 #: The committed checkpoints the supervisor counts in a job's checkpoint folder, by name (the
 #: step is the group): the runtime's ``step_<N>/`` and the Hugging Face adapter's
@@ -106,10 +116,10 @@ EVENT_HANG_CLEARED = "hang_cleared"
 #: Marker the watchdog leaves in the step's heartbeat folder once it handled a hang (the
 #: ``hang`` event as JSON): the supervisor reads the step's cause from it.
 HANG_MARKER = "hang.json"
-#: Ledger event the batch script appends before it starts a new step in the same allocation:
+#: Ledger event the supervisor appends before it starts a new step in the same allocation:
 #: ``try``, ``rc``, ``cause`` (``hang``, ``rank_failure``, ``program_error``), ``step``.
 EVENT_STEP_RESTART = "step_restart"
-#: Ledger event the batch script appends when a rank failed with an exception: ``exception``
+#: Ledger event the supervisor appends when a rank failed with an exception: ``exception``
 #: (``<type>@<step>``), ``traceback`` (file under the run directory), ``repeated``.
 EVENT_PROGRAM_ERROR = "program_error"
 #: Ledger event rank 0 appends when ``checkpoint.interval: auto`` chose an interval (after the
@@ -120,7 +130,7 @@ EVENT_INTERVAL_CHOSEN = "interval_chosen"
 INTERVAL_REASON_WARMUP = "warmup"
 INTERVAL_REASON_RESTART = "restart"
 INTERVAL_REASONS = (INTERVAL_REASON_WARMUP, INTERVAL_REASON_RESTART)
-#: Ledger event the batch script appends when it excludes a node from the job's steps after
+#: Ledger event the supervisor appends when it excludes a node from the job's steps after
 #: ``resilience.exclude_after_failures`` rank failures were blamed on it: ``node``,
 #: ``failures``, ``excluded`` (every node excluded so far, comma-separated), ``spare`` (true:
 #: the next step runs on a spare node of the allocation; false: the job is requeued without it).
@@ -152,15 +162,8 @@ EVENT_NETWORK = "network"
 #: the preemption status and from a program's own error.
 EXIT_NETWORK_FALLBACK = 78
 #: The exit-record reason of those ranks begins with this word (then ``: <summary>``), and it
-#: is the job-end reason the batch script writes for them.
+#: is the job-end reason the supervisor writes for them.
 REASON_NETWORK_FALLBACK = "network_fallback"
-
-# ---- The run directory's state folder.
-STATE_DIR = ".hpcflow"
-LEDGER_FILE = "events.jsonl"
-#: The run's checkpoint key (32 random bytes, mode 0600), made by rank 0 at the first save: the
-#: keyed digests of every commit record (docs/checkpoints.md, "What is trusted").
-CHECKPOINT_KEY_FILE = "checkpoint.key"
 
 # ---- Tags of rank 0's machine-readable lines (``<tag> <json>`` on stdout).
 TAG_START = "hpcflow-start"
@@ -180,8 +183,6 @@ STARTUP_PHASES = ("launch_s", "imports_s", "join_s", "build_s", "restore_s", "fi
 #: attempt. A job rendered by another version ends at once with a message (docs/protocol.md,
 #: "Version skew") instead of being run by rules it was not written for.
 PROTOCOL_VERSION = 5
-#: File in the state folder that holds the protocol version of the job's batch script.
-VERSION_FILE = "protocol-version"
 EVENT_ATTEMPT_START = "attempt_start"
 EVENT_SIGNAL = "signal"
 EVENT_STEP_END = "step_end"
@@ -259,167 +260,6 @@ REASON_PROGRAM_REQUEUED = "program_requeued"
 #: was 0 (a program that saved on the warning and exited 0 has not finished): Slurm then says
 #: FAILED, not COMPLETED, and ``--dependency=afterok`` does not fire.
 EXIT_UNFINISHED = 1
-
-#: Ports derived from a Slurm job id fall in ``[PORT_BASE, PORT_BASE + PORT_SPAN)``: above the
-#: registered services most nodes run, below the Linux ephemeral range (32768-60999, see
-#: ``/proc/sys/net/ipv4/ip_local_port_range``) so an outgoing connection never holds the port.
-PORT_BASE = 20000
-PORT_SPAN = 10000
-
-
-def state_dir(run_dir: Path) -> Path:
-    """``<run_dir>/.hpcflow``: the ledger and the per-attempt protocol files."""
-    return Path(run_dir) / STATE_DIR
-
-
-def ledger_path(run_dir: Path) -> Path:
-    """``<run_dir>/.hpcflow/events.jsonl``: one JSON event per line, appended by every attempt."""
-    return state_dir(run_dir) / LEDGER_FILE
-
-
-def checkpoint_key_path(run_dir: Path) -> Path:
-    """``<run_dir>/.hpcflow/checkpoint.key``: the run's checkpoint key, outside the checkpoints."""
-    return state_dir(run_dir) / CHECKPOINT_KEY_FILE
-
-
-def attempt_suffix(job_id: str, restart: int) -> str:
-    """``<job_id>-<restart>``: names the protocol files of one attempt of one job."""
-    return f"{job_id}-{restart}"
-
-
-def flag_name(job_id: str, restart: int) -> str:
-    """File name of the preemption flag the supervisor writes at the warning
-    (``preempt-<job>-<restart>.flag``)."""
-    return f"preempt-{attempt_suffix(job_id, restart)}.flag"
-
-
-def signals_name(job_id: str, restart: int) -> str:
-    """File where the batch shell records each warning signal it takes, one line ``<name> <unix
-    s>`` (``signals-<job>-<restart>``), before it passes the signal on to the supervisor, which
-    reads the lines: a signal that came while the supervisor was starting is not lost."""
-    return f"signals-{attempt_suffix(job_id, restart)}"
-
-
-def answer_name(job_id: str, restart: int) -> str:
-    """File of the supervisor's last word to the batch script (``answer-<job>-<restart>``):
-    ``exit <status>``. Without it the batch script records ``supervisor_error``."""
-    return f"answer-{attempt_suffix(job_id, restart)}"
-
-
-def committed_name(job_id: str, restart: int) -> str:
-    """File name of the commit file rank 0 writes (``committed-<job>-<restart>.json``)."""
-    return f"committed-{attempt_suffix(job_id, restart)}.json"
-
-
-def joined_name(job_id: str, restart: int) -> str:
-    """Folder name where each rank that joined announces itself (``joined-<job>-<restart>``)."""
-    return f"joined-{attempt_suffix(job_id, restart)}"
-
-
-def warm_modules_name(job_id: str, restart: int) -> str:
-    """File where rank 0 lists the installed modules it loaded (``warm-modules-<job>-<restart>``;
-    :data:`ENV_WARM_MODULES`)."""
-    return f"warm-modules-{attempt_suffix(job_id, restart)}"
-
-
-def standby_go_name(job_id: str, restart: int, number: int) -> str:
-    """File a warm standby waits for (``standby-<job>-<restart>-<n>.go``): the supervisor
-    writes ``{"env": {...}}`` to hand it an in-job restart, or ``{"quit": true}``
-    (:class:`hpcflow.contract.GoRecord`)."""
-    return f"standby-{attempt_suffix(job_id, restart)}-{number}.go"
-
-
-
-#: Suffix of the file beside a standby's go file (``<go>.step``) where its rank 0 writes the
-#: standby step's id (``SLURM_STEP_ID``): the supervisor's address for the wake-up and for TERM.
-STANDBY_STEP_SUFFIX = ".step"
-
-
-def notice_name(job_id: str) -> str:
-    """File name of a preemption notice (``notice-<job>``): the Unix time, in whole seconds, by
-    which the job must be off its nodes. A spot-interruption watcher or ``rehearse`` writes it
-    before it sends USR1; the supervisor reads and removes it at the warning. Without one the
-    deadline is the time limit."""
-    return f"notice-{job_id}"
-
-
-def heartbeat_name(job_id: str, restart: int, try_: int | str) -> str:
-    """Folder of one step's heartbeats (``heartbeat-<job>-<restart>-<try>``)."""
-    return f"heartbeat-{attempt_suffix(job_id, restart)}-{try_}"
-
-
-def errors_name(job_id: str, restart: int, try_: int | str) -> str:
-    """Folder where failing ranks of one step leave their exception (``errors-<job>-<restart>-<try>``)."""
-    return f"errors-{attempt_suffix(job_id, restart)}-{try_}"
-
-
-def stacks_name(job_id: str, restart: int, try_: int | str) -> str:
-    """File of one step's hang report in the run directory (``hang-<job>-<restart>-<try>.txt``):
-    every rank's Python stacks."""
-    return f"hang-{attempt_suffix(job_id, restart)}-{try_}.txt"
-
-
-def suspected_stacks_name(job_id: str, restart: int, try_: int | str, n: int) -> str:
-    """File of the ``n``-th (from 1) suspected hang's stacks in one step
-    (``hang-<job>-<restart>-<try>-suspected-<n>.txt``)."""
-    return f"hang-{attempt_suffix(job_id, restart)}-{try_}-suspected-{n}.txt"
-
-
-def exits_name(job_id: str, restart: int) -> str:
-    """Folder where each rank records its own exit (``exits-<job>-<restart>/<rank>``): one line
-    ``<status> <unix time in ms> <reason>`` written by the runtime as the rank leaves its
-    :class:`~hpcflow.runtime.run.Run`. A rank killed by a signal leaves no file."""
-    return f"exits-{attempt_suffix(job_id, restart)}"
-
-
-def nccl_debug_name(job_id: str, restart: int, rank: int) -> str:
-    """File in the state folder where one rank's NCCL writes its ``NCCL_DEBUG=INFO`` lines
-    (``nccl-<job>-<restart>-<rank>.log``) when EFA is expected and the user set no
-    ``NCCL_DEBUG_FILE`` of their own; the runtime reads the network choice from it."""
-    return f"nccl-{attempt_suffix(job_id, restart)}-{int(rank)}.log"
-
-
-def done_name(job_id: str, restart: int) -> str:
-    """File rank 0 writes once the final checkpoint is committed and every rank has finished
-    training (``done-<job>-<restart>.json``, ``{"step": N, "time": T}``): with it, the batch
-    script ends the job ``completed`` whatever status a rank's teardown gave srun."""
-    return f"done-{attempt_suffix(job_id, restart)}.json"
-
-
-def parse_rank_exit(text: str) -> tuple[int, int, str] | None:
-    """One rank's exit record (see :func:`exits_name`) -> ``(status, time_ms, reason)``, or
-    ``None`` when it is not one (a torn write)."""
-    status, _, rest = text.strip().partition(" ")
-    time_ms, _, reason = rest.partition(" ")
-    if not (status.isdigit() and time_ms.isdigit()):
-        return None
-    return int(status), int(time_ms), reason.strip()
-
-
-def port_for_job_number(job_number: int) -> int:
-    """The rendezvous port of a Slurm job: ``PORT_BASE + job_id % PORT_SPAN``.
-
-    Consecutive job ids get different ports and every rank (and the batch script, for torchrun)
-    computes the same one.
-    """
-    return PORT_BASE + job_number % PORT_SPAN
-
-
-def port_for_step(nodelist: str, step_id: str, launcher_port: str = "") -> int:
-    """The rendezvous port of a step whose ranks do not see ``SLURM_JOB_ID`` (some container
-    set-ups drop it): ``PORT_BASE + crc32(nodelist|step_id|launcher_port) % PORT_SPAN``.
-
-    Every rank of a step has the same node list, ``SLURM_STEP_ID`` and
-    ``SLURM_STEP_LAUNCHER_PORT`` (srun(1), OUTPUT ENVIRONMENT VARIABLES: the port of the srun
-    that launched it), so they all compute the same port; the launcher port tells apart two
-    steps with the same id on the same nodes. CRC-32 (zlib) is stable across Python runs,
-    unlike ``hash``.
-    """
-    import zlib
-
-    key = f"{nodelist}|{step_id}|{launcher_port}".encode()
-    return PORT_BASE + zlib.crc32(key) % PORT_SPAN
-
 
 def parse_parallelism(text: str) -> dict[str, int]:
     """``"dp,pp,tp"`` (:data:`ENV_PARALLELISM`) -> ``{"dp": .., "pp": .., "tp": ..}``.
