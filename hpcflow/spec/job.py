@@ -56,7 +56,7 @@ from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's pub
     ProgramSpec,
     lead_for_short_jobs,
 )
-from hpcflow.spec.job_resilience import ResilienceSpec, resilience_switch, warm_standby_problems
+from hpcflow.spec.job_resilience import ResilienceSpec, ResilienceSwitch, warm_standby_problems
 from hpcflow.spec.job_sagemaker import SageMakerSpec, sagemaker_problems
 from hpcflow.spec.loading import (
     apply_overrides,
@@ -153,9 +153,10 @@ class JobSpec(SpecModel):
         default=None,
         description="Instance type and aws-ofi-nccl version: the job exports the NCCL/EFA preset.",
     )
-    resilience: Annotated[ResilienceSpec | None, BeforeValidator(resilience_switch)] = Field(
+    resilience: ResilienceSwitch = Field(
         default_factory=ResilienceSpec,
-        description="Hang watchdog and in-job restarts; on by default, false: neither.",
+        description="Hang watchdog and in-job restarts; on by default, false: neither "
+                    "(null is refused).",
     )
     platform: Literal["slurm", "sagemaker"] = Field(
         default="slurm",
