@@ -30,13 +30,13 @@ from hpcflow.spec.job_fields import (
     MODULE_RE,
     SIGNAL_JITTER_S,
     SpecModel,
-    StrictFloat,
     StrictInt,
     Text,
     path_text,
     program_name,
     raise_problems,
 )
+from hpcflow.spec.numbers import bounded_float
 from hpcflow.spec.s3uri import parse_s3_uri
 from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F401 - re-exported
 
@@ -293,8 +293,8 @@ class CheckpointSpec(SpecModel):
             "(docs/plan.md); null: interval_steps alone decides."
         ),
     )
-    failures_per_node_hour: StrictFloat = Field(
-        default=LLAMA3_FAILURES_PER_NODE_HOUR, ge=0, le=1000,
+    failures_per_node_hour: bounded_float(0, 1000) = Field(  # type: ignore[valid-type]
+        default=LLAMA3_FAILURES_PER_NODE_HOUR,
         description=(
             "Unwarned failures per node-hour that interval: auto plans with; default Llama 3's "
             "(419 in 54 days on 2,048 nodes, arXiv:2407.21783)."

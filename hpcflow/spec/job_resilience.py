@@ -19,7 +19,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, WrapSerializer, model_validator
 
 from hpcflow.pycommand import PYTHON_NAME_RE, STANDBY_PYTHON_OPTIONS, split_python_options
-from hpcflow.spec.job_fields import MODULE_RE, SpecModel, StrictFloat, StrictInt
+from hpcflow.spec.job_fields import MODULE_RE, SpecModel, StrictInt
+from hpcflow.spec.numbers import bounded_float
 
 #: A day: no section of a sane job waits longer without a heartbeat.
 MAX_TIMEOUT_S = 86_400
@@ -48,8 +49,8 @@ class TimeoutsSpec(SpecModel):
         default=60, ge=1, le=MAX_TIMEOUT_S,
         description="Least derived step timeout: max(step_factor x p99 step time, this).",
     )
-    step_factor: StrictFloat = Field(
-        default=3.0, ge=1.0, le=100.0,
+    step_factor: bounded_float(1.0, 100.0) = Field(  # type: ignore[valid-type]
+        default=3.0,
         description="Multiple of the p99 step time (and of the longest save) that is a hang.",
     )
     warmup_steps: StrictInt = Field(

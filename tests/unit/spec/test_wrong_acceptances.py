@@ -50,6 +50,30 @@ def test_a_boolean_or_text_is_never_taken_for_a_number(changes, field):
     assert line.startswith(f"job.yaml: {field}: "), line
 
 
+@pytest.mark.parametrize("changes, expected", [
+    pytest.param({"resilience": {"timeouts": {"step_factor": True}}},
+                 "resilience.timeouts.step_factor: True: a number from 1 to 100 is expected, "
+                 "not true", id="step-factor-true"),
+    pytest.param({"checkpoint": {"failures_per_node_hour": False}},
+                 "checkpoint.failures_per_node_hour: False: a number from 0 to 1,000 is "
+                 "expected, not false", id="failure-rate-false"),
+    pytest.param({"checkpoint": {"failures_per_node_hour": "1e-4"}},
+                 "checkpoint.failures_per_node_hour: '1e-4': a number from 0 to 1,000 is "
+                 "expected, not text: write the number without quotes, and an exponent with a "
+                 "dot and a sign (1.0e-4, not 1e-4", id="failure-rate-yaml-text"),
+    pytest.param({"checkpoint": {"failures_per_node_hour": float("nan")}},
+                 "checkpoint.failures_per_node_hour: nan: a number from 0 to 1,000 is expected, "
+                 "not nan", id="failure-rate-nan"),
+    pytest.param({"parallelism": {"dp": 1, "model": {"preset": "llama-8b", "headroom": True}}},
+                 "parallelism.model.headroom: True: a number from 0 to 0.9 is expected, not "
+                 "true",
+                 id="headroom-true"),
+])
+def test_a_number_field_says_its_range_when_refused(changes, expected):
+    assert any(p.startswith(f"job.yaml: {expected}") for p in problems(**changes)), \
+        problems(**changes)
+
+
 def test_numbers_stay_numbers():
     job = spec(resilience={"timeouts": {"step_factor": 2}},
                checkpoint={"failures_per_node_hour": 1e-4})
