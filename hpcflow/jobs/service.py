@@ -31,6 +31,7 @@ from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.spec.envvalues import shown_env
 from hpcflow.spec.job import JobSpec, load_job_spec
+from hpcflow.spec.messages import short_value
 
 T = TypeVar("T")
 
@@ -415,7 +416,7 @@ def job_id_problem(job_id: str) -> str | None:
     """
     if JOB_ID_RE.fullmatch(job_id):
         return None
-    return (f"{job_id!r} is not a Slurm job id; use the number sbatch printed, e.g. 123, or "
+    return (f"{short_value(job_id)} is not a Slurm job id; use the number sbatch printed, e.g. 123, or "
             "ARRAYJOB_TASK for an array element, e.g. 120_3")
 
 

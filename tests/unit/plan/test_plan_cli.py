@@ -189,3 +189,14 @@ def test_layout_refuses_hostile_input_naming_the_option(extra, message):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("option", ["--region", "--nodes", "--instance", "--from-job"])
+def test_a_long_or_multi_line_option_value_is_shown_bounded_and_escaped(option):
+    value = "a" * 5000 + "\nforged: line"
+    words = GOODPUT + [option, value] if option in ("--region", "--from-job") else \
+        _replace(GOODPUT, option, value)
+    result = run(*words)
+    assert result.exit_code == 2, result.output
+    assert f"{option}: 'aaaa" in result.output and "'..." in result.output, result.output
+    assert "forged" not in result.output and len(result.output) < 1000
