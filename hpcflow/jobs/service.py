@@ -263,7 +263,8 @@ def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:
         top = acct[0]
         acct_state, acct_exit = top.state, top.exit_code
     run_dir = rec.run_dir if rec else (show or {}).get("WorkDir")
-    events = records.job_events(run_dir, job_id) if run_dir else []
+    ledger = records.job_ledger(run_dir, job_id) if run_dir else None
+    events = ledger.events if ledger else []
     if errors and rec is None and not events:
         raise SlurmQueryError("; ".join(errors))
     if rec is None and not events and queue_row is None and show is None and acct_state is None:
@@ -272,7 +273,7 @@ def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:
                               "cluster without accounting)")
     return compose_status(job_id, name=rec.name if rec else "", run_dir=run_dir, queue=queue_row,
                           show=show, acct_state=acct_state, acct_exit=acct_exit, events=events,
-                          now_s=records.now())
+                          ledger_skipped=ledger.skipped if ledger else 0, now_s=records.now())
 
 
 def _ask(query: Callable[[], T], errors: list[str]) -> T | None:

@@ -117,3 +117,35 @@ def test_status_names_a_job_index_that_is_a_fifo(slurm, hpcflow, tmp_path):
     assert result.exit_code == 2, result.output
     assert "jobs.jsonl is a FIFO, so it is not read" in result.output
     assert "no job was submitted" not in result.output
+
+
+@pytest.mark.parametrize("bad, skipped", [
+    pytest.param([], 0, id="clean"),
+    pytest.param(['{"event": "step_end", "job_id": "77", "restart": "0", "time": 1}'], 1,
+                 id="wrong-type"),
+    pytest.param(["\udcff not json", "[1, 2]", '{"event": "attempt_start", "job_id": "77", '
+                  '"restart": 0, "time": true}'], 3, id="undecodable-list-and-bool-time"),
+])
+def test_status_counts_the_ledger_lines_it_skipped(slurm, hpcflow, tmp_path, bad, skipped):
+    run_dir = _job(tmp_path, [])
+    with P.ledger_path(run_dir).open("a", encoding="utf-8", errors="surrogateescape") as f:
+        f.write("".join(line + "\n" for line in bad))
+    result = hpcflow("status", "77", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)["data"]
+    assert doc["ledger_skipped"] == skipped
+    assert doc["state"] == "COMPLETED" and doc["attempts"] == 1  # the rest still counts
+    warning = f"skipped lines that do not decode: {skipped} in the ledger"
+    assert (warning in result.output) == bool(skipped), result.output
+    text = hpcflow("status", "77")
+    assert text.exit_code == 0 and (warning in text.output) == bool(skipped), text.output
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir], ids=["fifo", "folder"])
+def test_list_names_a_job_index_that_is_not_a_regular_file(slurm, hpcflow, make):
+    make(records.private_home() / "jobs.jsonl")
+    result = hpcflow("list", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["data"] == []
+    assert "jobs.jsonl is a " in result.output and "so it is not read" in result.output
+    assert "no job is listed from it" in result.output
