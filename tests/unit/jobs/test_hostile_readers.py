@@ -76,7 +76,7 @@ def _fifo(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("target", ["fifo", "/dev/full"])
+@pytest.mark.parametrize("target", ["fifo", "/dev/full", "/dev/null"])
 @pytest.mark.parametrize("command", ["report", "plan"])
 def test_an_output_path_that_is_not_a_regular_file_is_refused(slurm, hpcflow, tmp_path, target,
                                                               command):
@@ -93,6 +93,22 @@ def test_an_output_path_that_is_not_a_regular_file_is_refused(slurm, hpcflow, tm
     assert result.exit_code == 2, result.output
     assert "--svg: " in result.output and "an output path must be a regular file" in result.output
     assert os.stat(path).st_mode == before and stat.S_IFMT(before) != stat.S_IFREG
+
+
+@pytest.mark.parametrize("command", ["report", "plan"])
+def test_an_output_path_that_is_a_folder_is_refused_and_left_alone(slurm, hpcflow, tmp_path,
+                                                                   command):
+    run_dir = _job(tmp_path, [])
+    folder = tmp_path / "out.svg"
+    folder.mkdir()
+    args = (["report", "77", "--svg", str(folder)] if command == "report" else
+            ["plan", "goodput", "--nodes", "2", "--instance", "p5.48xlarge", "--hours", "10",
+             "--price-source", "table", "--save-s", "5", "--restart-s", "60", "--startup-s",
+             "60", "--runs", "5", "--svg", str(folder)])
+    result = hpcflow(*args)
+    assert result.exit_code == 2, result.output
+    assert "'--svg'" in result.output and "is a directory" in result.output
+    assert list(folder.iterdir()) == [] and not list(run_dir.glob("*.svg"))
 
 
 def test_report_writes_no_timeline_when_it_fails_after_reading(slurm, hpcflow, tmp_path,
