@@ -121,6 +121,9 @@ def status(job_id: str | None, as_json: bool) -> None:
             raise click.UsageError(f"no JOB_ID given, and {problem}; give the JOB_ID")
         raise click.UsageError("no JOB_ID given and no job was submitted with hpcflow yet")
     st = service.job_status(job_id)
+    if st.ledger_skipped:
+        click.echo(f"hpcflow: warning: skipped lines that do not decode: {st.ledger_skipped} "
+                   "in the ledger", err=True)
     if as_json:
         emit_json(st.to_dict())
     else:
@@ -142,8 +145,11 @@ def status(job_id: str | None, as_json: bool) -> None:
 def list_jobs(limit: int, as_json: bool) -> None:
     """List the jobs you submitted with hpcflow, newest first."""
     from hpcflow.jobs import service
+    from hpcflow.jobs.records import index_problem
 
     jobs = service.list_jobs(limit)
+    if problem := index_problem():  # an empty list would read as "no job submitted yet"
+        click.echo(f"hpcflow: warning: {problem}; no job is listed from it", err=True)
     if as_json:
         emit_json([st.to_dict() for st in jobs])
     else:

@@ -78,10 +78,12 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
     if svg_path is not None and (problem := output_problem(svg_path)):
         raise SpecError(f"--svg: {problem}")
 
-    inputs, sources = _inputs(nodes_text, instance_type, hours_text, job_id, rate_text,
+    inputs, sources, doubts = _inputs(nodes_text, instance_type, hours_text, job_id, rate_text,
                               {"save_s": save_text, "restart_s": restart_text,
                                "startup_s": startup_text}, detection_text, interval_text, region)
     pred = predict(inputs)
+    for note in doubts:  # figures of the --from-job job that cannot be right
+        click.echo(f"hpcflow: warning: {note}", err=True)
     runs = number("--runs", runs_text, low=1, high=100_000, integer=True, example="200")
     seed = number("--seed", seed_text, low=0, high=2**32 - 1, integer=True, example="0")
     fit = affordable_runs(inputs, pred.interval_s, runs)
@@ -100,7 +102,7 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
                    "simulation": sim.to_dict() if sim else None,
                    "cost": cost.to_dict() if cost else None, "price_notes": price_notes,
                    "platforms": [row.to_dict() for row in platforms],
-                   "svg": str(svg_path) if svg_path else None})
+                   "svg": str(svg_path) if svg_path else None, "doubts": doubts})
         return
     _print(pred, sim, sources, cost, price_notes, instance_type, svg_path)
     _print_platforms(platforms, instance_type, region)
@@ -108,8 +110,9 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
 
 def _inputs(nodes_text: str, instance_type: str, hours_text: str, job_id: str | None,
             rate_text: str | None, given: dict[str, str | None], detection_text: str,
-            interval_text: str | None, region: str) -> tuple[Any, dict[str, str]]:
-    """The :class:`GoodputInputs` and, per input, where it came from."""
+            interval_text: str | None, region: str) -> tuple[Any, dict[str, str], list[str]]:
+    """The :class:`GoodputInputs`; per input, where it came from; and the doubts about the
+    ``--from-job`` job's figures (its report's notes: goodput over 100%)."""
     from hpcflow.errors import SpecError
     from hpcflow.plan.goodput import FAILURE_RATE_SOURCE, GoodputInputs
     from hpcflow.protocol import DEFAULT_FAILURES_PER_NODE_HOUR
@@ -128,6 +131,8 @@ def _inputs(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
         measured = job_measured_costs(job_id)
     values: dict[str, float] = {}
     sources: dict[str, str] = {}
+    doubts = [f"job {job_id}: {note}; the costs measured in it may be as wrong"
+              for note in measured.get("notes", [])]
     for key, option, what in _COSTS:
         if given[key] is not None:
             values[key] = number(option, given[key], low=0, high=MAX_HOURS * 3600, example="30")
@@ -158,7 +163,7 @@ def _inputs(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
                            values["startup_s"], detection, interval)
     if problems := inputs.problems():
         raise SpecError("; ".join(problems), problems)
-    return inputs, sources
+    return inputs, sources, doubts
 
 
 def _cost(instance_type: str, region: str, source: str, nodes: int, hours: float,

@@ -7,6 +7,7 @@ import math
 
 from hpcflow.errors import SpecError
 from hpcflow.pcluster.catalog import gpu_instance  # noqa: F401 - the plan commands' check
+from hpcflow.spec.messages import short_value
 
 #: Ten years, as ``cluster cost`` allows: beyond it an hourly figure means nothing.
 MAX_HOURS = 87_600
@@ -32,7 +33,7 @@ def number(option: str, text: str | None, *, low: float, high: float, low_open: 
     if ok and integer and (value != int(value) or not str(text).strip().lstrip("+").isdigit()):
         ok = False
     if not ok:
-        raise SpecError(f"{option}: {text!r} is not allowed; give {allowed}, "
+        raise SpecError(f"{option}: {short_value(text)} is not allowed; give {allowed}, "
                         f"e.g. {option} {example}")
     return int(value) if integer else value
 
@@ -48,5 +49,5 @@ def known_region(option: str, region: str) -> str:
     from hpcflow.spec.cluster_types import region_problem
 
     if problem := region_problem(region):
-        raise SpecError(f"{option}: {region!r}: {problem}")
+        raise SpecError(f"{option}: {short_value(region)}: {problem}")
     return region

@@ -72,7 +72,9 @@ def _nodes(report: GoodputReport) -> int | None:
 
 
 def job_measured_costs(job_id: str) -> dict[str, Any]:
-    """:func:`measured_costs` of a job submitted with hpcflow, read from its run directory.
+    """:func:`measured_costs` of a job submitted with hpcflow, read from its run directory,
+    with ``notes``: the report's figures that cannot be right (goodput over 100%,
+    :attr:`~hpcflow.jobs.report.GoodputReport.notes`), which cast doubt on the costs too.
 
     Raises:
         SlurmQueryError: no hpcflow record of the job (:func:`hpcflow.jobs.report_load.load_report`).
@@ -80,4 +82,4 @@ def job_measured_costs(job_id: str) -> dict[str, Any]:
     from hpcflow.jobs.report_load import load_report
 
     report, _ = load_report(job_id)
-    return measured_costs(report)
+    return {**measured_costs(report), "notes": list(report.notes)}

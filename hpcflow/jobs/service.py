@@ -31,6 +31,7 @@ from hpcflow.jobs.status import FINAL_STATES, JobStatus, compose_status
 from hpcflow.slurm.client import SlurmClient
 from hpcflow.spec.envvalues import shown_env
 from hpcflow.spec.job import JobSpec, load_job_spec
+from hpcflow.spec.messages import short_value
 
 T = TypeVar("T")
 
@@ -262,7 +263,8 @@ def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:
         top = acct[0]
         acct_state, acct_exit = top.state, top.exit_code
     run_dir = rec.run_dir if rec else (show or {}).get("WorkDir")
-    events = records.job_events(run_dir, job_id) if run_dir else []
+    ledger = records.job_ledger(run_dir, job_id) if run_dir else None
+    events = ledger.events if ledger else []
     if errors and rec is None and not events:
         raise SlurmQueryError("; ".join(errors))
     if rec is None and not events and queue_row is None and show is None and acct_state is None:
@@ -271,7 +273,7 @@ def job_status(job_id: str, *, client: SlurmClient | None = None) -> JobStatus:
                               "cluster without accounting)")
     return compose_status(job_id, name=rec.name if rec else "", run_dir=run_dir, queue=queue_row,
                           show=show, acct_state=acct_state, acct_exit=acct_exit, events=events,
-                          now_s=records.now())
+                          ledger_skipped=ledger.skipped if ledger else 0, now_s=records.now())
 
 
 def _ask(query: Callable[[], T], errors: list[str]) -> T | None:
@@ -415,7 +417,7 @@ def job_id_problem(job_id: str) -> str | None:
     """
     if JOB_ID_RE.fullmatch(job_id):
         return None
-    return (f"{job_id!r} is not a Slurm job id; use the number sbatch printed, e.g. 123, or "
+    return (f"{short_value(job_id)} is not a Slurm job id; use the number sbatch printed, e.g. 123, or "
             "ARRAYJOB_TASK for an array element, e.g. 120_3")
 
 

@@ -46,6 +46,9 @@ class JobStatus:
         budgets: per budget (``time_limit_requeues``, ``preemptions``, and with resilience
             ``failures``), ``[used, bound]`` as the supervisor counts them
             (:func:`budgets_used`); empty when the ledger has no bounds (protocol 4).
+        ledger_skipped: lines of the ledger left out because they do not decode (not JSON, not
+            an event, a member of the wrong type: :mod:`hpcflow.contract`); the status is
+            composed from the rest.
     """
 
     job_id: str
@@ -62,6 +65,7 @@ class JobStatus:
     ending: str = ""
     network: str = ""
     budgets: dict[str, list[int]] = field(default_factory=dict)
+    ledger_skipped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,6 +135,7 @@ def compose_status(
     acct_state: str | None = None,
     acct_exit: str | None = None,
     events: Sequence[Mapping[str, Any]] = (),
+    ledger_skipped: int = 0,
     now_s: float,
 ) -> JobStatus:
     """Combine the sources into one :class:`JobStatus`.
@@ -145,6 +150,7 @@ def compose_status(
         acct_state: the job's ``sacct`` State (first word), where accounting works.
         acct_exit: the job's ``sacct`` ExitCode (``code:signal``).
         events: this job's ledger events, oldest first.
+        ledger_skipped: ledger lines the reader skipped (:func:`hpcflow.ledger.read_ledger`).
         now_s: the current Unix time in seconds.
     """
     ledger = _ledger_summary(events, now_s)
@@ -209,6 +215,7 @@ def compose_status(
         reason=reason,
         exit_code=exit_code if finished else None, run_dir=run_dir, source=source,
         ending=ending, network=_network(events), budgets=budgets_used(events),
+        ledger_skipped=ledger_skipped,
     )
 
 

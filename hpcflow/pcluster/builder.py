@@ -84,17 +84,29 @@ def build_with_sources(spec: ClusterSpec, catalog: Catalog | None = None) -> Ren
     rendered = build_fields(spec, catalog)
     if spec.pcluster:
         rendered.config = deep_merge(rendered.config, spec.pcluster)
-        _raw_sources(spec.pcluster, (), "pcluster", rendered.sources)
+        _raw_sources(spec.pcluster, rendered.config, (), "pcluster", rendered.sources)
     return rendered
 
 
-def _raw_sources(raw: Any, base: FieldPath, sp: str, src: dict[FieldPath, str]) -> None:
-    """Map each key the raw block sets to ``pcluster.<key path>``."""
+def _raw_sources(raw: Any, merged: Any, base: FieldPath, sp: str,
+                 src: dict[FieldPath, str]) -> None:
+    """Map each key the raw block sets to ``pcluster.<key path>``, into lists too: an item of a
+    list is named by its index in the raw block, and found in the merged config by its ``Name``
+    (a named list merges item by item) or its index (any other list replaces the rendered one)."""
     if isinstance(raw, dict):
         for key, value in raw.items():
             src[base + (key,)] = f"{sp}.{key}"
-            if isinstance(value, dict):
-                _raw_sources(value, base + (key,), f"{sp}.{key}", src)
+            inner = merged.get(key) if isinstance(merged, dict) else None
+            _raw_sources(value, inner, base + (key,), f"{sp}.{key}", src)
+    elif isinstance(raw, list) and isinstance(merged, list):
+        names = [item.get("Name") if isinstance(item, dict) else None for item in merged]
+        for i, item in enumerate(raw):
+            name = item.get("Name") if isinstance(item, dict) else None
+            at = names.index(name) if name is not None and names.count(name) == 1 else i
+            if at < len(merged):
+                # An item merged into a rendered one keeps the spec field that rendered it.
+                src.setdefault(base + (at,), f"{sp}[{i}]")
+                _raw_sources(item, merged[at], base + (at,), f"{sp}[{i}]", src)
 
 
 def build_fields(spec: ClusterSpec, catalog: Catalog | None = None) -> Rendered:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hpcflow.aws.instances import InstanceFacts
+from hpcflow.spec.messages import short_value
 
 # When and from what the facts (the table below and ec2_types.tsv) were recorded; the tsv's
 # header says the same (a test keeps them together). Types EC2 added later, or no longer
@@ -233,26 +234,28 @@ def gpu_instance(option: str, instance_type: str, region: str) -> tuple[int, flo
     from hpcflow.aws.instances import read_cache
     from hpcflow.errors import SpecError
 
+    shown = short_value(instance_type)  # bounded: an option's value may be any length
+
     catalog = Catalog.offline(read_cache(region))
     facts = catalog.get(instance_type)
     row = ec2_types().get(instance_type)
     if facts is None and row is not None and not (row.nvidia_gpus or row.aws_accelerators):
-        raise SpecError(f"{option}: {instance_type!r} has no GPUs or other accelerators; give a "
+        raise SpecError(f"{option}: {shown} has no GPUs or other accelerators; give a "
                         "GPU instance type, e.g. p5.48xlarge")
     if facts is None and row is not None:
-        raise SpecError(f"{option}: the GPU memory of {instance_type!r} is not known here; run "
+        raise SpecError(f"{option}: the GPU memory of {shown} is not known here; run "
                         "`hpcflow cluster instances --refresh` to fetch it from EC2")
     if facts is None and catalog.known(instance_type):
-        raise SpecError(f"{option}: {instance_type!r} is a real EC2 instance type, but hpcflow "
+        raise SpecError(f"{option}: {shown} is a real EC2 instance type, but hpcflow "
                         f"has no facts for it ({FACTS_DATED}), so its GPUs are not known here; "
                         "run `hpcflow cluster instances --family "
                         f"{instance_type.split('.', 1)[0]} --refresh` to fetch them from EC2")
     if facts is None:
         hint = catalog.suggest(instance_type)
         tip = f"; did you mean {hint!r}?" if hint else ""
-        raise SpecError(f"{option}: {instance_type!r} is not an instance type hpcflow knows "
+        raise SpecError(f"{option}: {shown} is not an instance type hpcflow knows "
                         f"the GPUs of{tip} (see `hpcflow cluster instances`)")
     if facts.accelerator_count < 1:
-        raise SpecError(f"{option}: {instance_type!r} has no GPUs or other accelerators; give a "
+        raise SpecError(f"{option}: {shown} has no GPUs or other accelerators; give a "
                         "GPU instance type, e.g. p5.48xlarge")
     return facts.accelerator_count, facts.accelerator_memory_mib / 1024

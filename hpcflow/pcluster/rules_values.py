@@ -1,8 +1,12 @@
 """Values ParallelCluster's schema takes but AWS refuses at create time, checked on the config so
 that ``hpcflow cluster validate`` judges a hand-written file as the cluster spec would: the region,
 S3 bucket names, the key pair name, ``ScaledownIdletime``, FSx ``StorageCapacity``, EBS volume
-sizes and mount directories (a ``pcluster:`` block carries any value past the spec's fields, so
-the config is checked whatever wrote it).
+sizes, node counts, an empty queue list and mount directories (a ``pcluster:`` block carries any
+value past the spec's fields, so the config is checked whatever wrote it).
+
+A count is judged as the schema reads it (marshmallow's ``Integer``, not strict): ``1e20``, the
+float, is 10^20 and ``"100"``, the text, is 100, so neither slips past a bound written for ints;
+and ``40.5`` would be cut to 40 without a word, so a number that is not whole is refused.
 
 Each is stricter than ParallelCluster's schema (aws-parallelcluster 3.16.1), and its message says
 so and why. The bounds are the spec's (:mod:`hpcflow.spec.cluster`,
@@ -11,13 +15,14 @@ so and why. The bounds are the spec's (:mod:`hpcflow.spec.cluster`,
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from hpcflow.pcluster.catalog import Catalog
-from hpcflow.pcluster.findings import QP, Ctx, FieldPath, as_dict, queues
-from hpcflow.spec.cluster import MAX_SCALEDOWN_MIN
+from hpcflow.pcluster.findings import QP, Ctx, FieldPath, as_dict, computes, queues
+from hpcflow.spec.cluster import MAX_RESOURCE_NODES, MAX_SCALEDOWN_MIN
 from hpcflow.spec.cluster_storage import MAX_EBS_GIB, MAX_FSX_CAPACITY_GIB
 from hpcflow.spec.cluster_types import region_problem
 from hpcflow.spec.messages import short_value
@@ -39,7 +44,7 @@ def check_values(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
                 f"(EC2 CreateKeyPair, KeyName; {_STRICTER})")
     _check_buckets(cfg, ctx)
     idle = as_dict(as_dict(cfg.get("Scheduling")).get("SlurmSettings")).get("ScaledownIdletime")
-    if isinstance(idle, int) and not isinstance(idle, bool) and idle > MAX_SCALEDOWN_MIN:
+    if _over(ctx, ("Scheduling", "SlurmSettings", "ScaledownIdletime"), idle, MAX_SCALEDOWN_MIN):
         ctx.add("SCALEDOWN_TOO_LONG", "error", ("Scheduling", "SlurmSettings",
                                                 "ScaledownIdletime"), idle,
                 f"{short_value(idle)} minutes; at most {MAX_SCALEDOWN_MIN:,} (its seconds must "
@@ -49,11 +54,63 @@ def check_values(cfg: Mapping[str, Any], cat: Catalog, ctx: Ctx) -> None:
     storages = cfg.get("SharedStorage")
     for si, st in enumerate(storages if isinstance(storages, list) else []):
         cap = as_dict(as_dict(st).get("FsxLustreSettings")).get("StorageCapacity")
-        if isinstance(cap, int) and not isinstance(cap, bool) and cap > MAX_FSX_CAPACITY_GIB:
-            ctx.add("FSX_CAPACITY", "error", ("SharedStorage", si, "FsxLustreSettings",
-                                              "StorageCapacity"), cap,
+        path = ("SharedStorage", si, "FsxLustreSettings", "StorageCapacity")
+        if _over(ctx, path, cap, MAX_FSX_CAPACITY_GIB):
+            ctx.add("FSX_CAPACITY", "error", path, cap,
                     f"{short_value(cap)} GiB; the FSx API takes at most "
                     f"{MAX_FSX_CAPACITY_GIB:,} (CreateFileSystem StorageCapacity; {_STRICTER})")
+    sched = as_dict(cfg.get("Scheduling"))
+    if sched.get("Scheduler", "slurm") == "slurm" and sched.get("SlurmQueues") == []:
+        ctx.add("NO_QUEUES", "error", ("Scheduling", "SlurmQueues"), [],
+                "an empty list: a Slurm cluster needs at least one queue (- Name: ...) to run a "
+                "job (the cluster spec's queues, too; stricter than ParallelCluster's schema, "
+                "which takes it)")
+    for qi, q in queues(cfg):
+        for ci, c in computes(q):
+            for key in ("MinCount", "MaxCount"):
+                path = QP(qi) + ("ComputeResources", ci, key)
+                if _over(ctx, path, c.get(key), MAX_RESOURCE_NODES):
+                    ctx.add("TOO_MANY_NODES", "error", path, c.get(key),
+                            f"{short_value(c.get(key))} nodes; at most {MAX_RESOURCE_NODES:,} "
+                            "(hpcflow's bound on one compute resource, the spec's max_nodes; "
+                            "stricter than ParallelCluster's schema, which has no upper bound)")
+
+
+_DIGITS_RE = re.compile(r"\s*[-+]?[0-9]+\s*")
+#: Digits past any bound here: such a text is read as a number over the bound, not converted.
+_MANY_DIGITS = 30
+
+
+def _as_read(value: Any) -> int | float | None:
+    """The number ParallelCluster's schema (marshmallow ``Integer``, not strict) takes
+    ``value`` for: an int, a finite float, or a text of digits as its int; None for anything
+    else (a bool, other text, NaN, an infinity: the schema itself refuses those)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str) and _DIGITS_RE.fullmatch(value):
+        digits = sum(ch.isdigit() for ch in value)
+        return int(value) if digits <= _MANY_DIGITS else 10**_MANY_DIGITS
+    return None
+
+
+def _over(ctx: Ctx, path: FieldPath, value: Any, most: int) -> bool:
+    """Whether ``value``, read as the schema reads it (:func:`_as_read`), is above ``most``; a
+    number that is not whole is recorded as its own error (the schema would cut it) and is not
+    judged further."""
+    number = _as_read(value)
+    if number is None:
+        return False
+    if isinstance(number, float) and not number.is_integer():
+        ctx.add("NOT_WHOLE", "error", path, value,
+                f"{short_value(value)} is not a whole number: ParallelCluster's schema would cut "
+                f"it to {int(number)} without a word (stricter than ParallelCluster's schema, "
+                "which takes it)")
+        return False
+    return number > most
 
 
 #: A mount directory as the spec's ``mount_dir`` takes it (:data:`hpcflow.spec.cluster_types.
@@ -88,7 +145,7 @@ def _check_volumes(cfg: Mapping[str, Any], ctx: Ctx) -> None:
                       as_dict(as_dict(st).get("EbsSettings")).get("Size")))
         mounts.append((("SharedStorage", si, "MountDir"), as_dict(st).get("MountDir")))
     for path, size in sizes:
-        if isinstance(size, int) and not isinstance(size, bool) and size > MAX_EBS_GIB:
+        if _over(ctx, path, size, MAX_EBS_GIB):
             ctx.add("EBS_TOO_LARGE", "error", path, size,
                     f"{short_value(size)} GiB; an EBS volume has at most {MAX_EBS_GIB:,} GiB "
                     f"(64 TiB, io2 Block Express; gp3 16 TiB: Amazon EBS volume constraints; "

@@ -30,7 +30,6 @@ from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_L
     MAX_REQUEUES,
     MAX_TASKS_PER_NODE,
     MAX_TEXT_CHARS,
-    MIN_RUN_BEFORE_WARNING_S,
     MIN_SIGNAL_LEAD_S,
     NAME_MAX_BYTES,
     NAME_RE,
@@ -49,14 +48,14 @@ from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_L
     time_limit_text,
 )
 from hpcflow.spec.job_layout import ModelShapeSpec, NetworkSpec, ParallelismSpec  # noqa: F401 - re-exported
+from hpcflow.spec.job_lead import lead_for_short_jobs, lead_problems
 from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's public names
     CheckpointSpec,
     ContainerSpec,
     PreemptionSpec,
     ProgramSpec,
-    lead_for_short_jobs,
 )
-from hpcflow.spec.job_resilience import ResilienceSpec, resilience_switch, warm_standby_problems
+from hpcflow.spec.job_resilience import ResilienceSpec, ResilienceSwitch, warm_standby_problems
 from hpcflow.spec.job_sagemaker import SageMakerSpec, sagemaker_problems
 from hpcflow.spec.loading import (
     apply_overrides,
@@ -153,9 +152,10 @@ class JobSpec(SpecModel):
         default=None,
         description="Instance type and aws-ofi-nccl version: the job exports the NCCL/EFA preset.",
     )
-    resilience: Annotated[ResilienceSpec | None, BeforeValidator(resilience_switch)] = Field(
+    resilience: ResilienceSwitch = Field(
         default_factory=ResilienceSpec,
-        description="Hang watchdog and in-job restarts; on by default, false: neither.",
+        description="Hang watchdog and in-job restarts; on by default, false: neither "
+                    "(null is refused).",
     )
     platform: Literal["slurm", "sagemaker"] = Field(
         default="slurm",
@@ -276,28 +276,7 @@ class JobSpec(SpecModel):
     def _cross_field(self) -> JobSpec:
         problems = []
         lead = self.preemption.signal_lead_s
-        if lead >= self.time_limit_s:
-            problems.append((
-                "preemption.signal_lead_s",
-                lead,
-                f"must be less than time_limit ({self.time_limit} = {self.time_limit_s} s); Slurm "
-                f"sends the signal up to {SIGNAL_JITTER_S} s off its mark (sbatch --signal), so "
-                "the lead must cover that plus a step and a checkpoint save; or 0 (or left out) "
-                "for a job without a warning",
-            ))
-        elif (lead and self.time_limit_s - lead < MIN_RUN_BEFORE_WARNING_S
-              and "signal_lead_s" in self.preemption.model_fields_set):
-            # A lead given in the spec; the default lead's own rule is lead_for_short_jobs.
-            problems.append((
-                "preemption.signal_lead_s",
-                lead,
-                f"must leave at least {MIN_RUN_BEFORE_WARNING_S} s of time_limit "
-                f"({self.time_limit} = {self.time_limit_s} s) before the warning, so at most "
-                f"{self.time_limit_s - MIN_RUN_BEFORE_WARNING_S} s: with "
-                f"{self.time_limit_s - lead} s left the warning (which Slurm may send "
-                f"{SIGNAL_JITTER_S} s early) comes at every start, and the job saves and requeues "
-                "without training; or 0 (or left out) for a job without a warning",
-            ))
+        problems.extend(lead_problems(lead, self.time_limit, self.time_limit_s))
         margin = self.preemption.requeue_margin_s
         if lead and margin >= lead:
             problems.append((

@@ -33,11 +33,14 @@ SIGNAL_JITTER_S = 60
 MIN_SIGNAL_LEAD_S = SIGNAL_JITTER_S + 30
 #: The warning lead a spec gets when it names none (and its time limit is longer than this).
 DEFAULT_SIGNAL_LEAD_S = 120
-#: The least time an explicit ``signal_lead_s`` must leave of the time limit, in seconds: the
-#: time for a step and a save that :data:`MIN_SIGNAL_LEAD_S` allows beyond Slurm's jitter. A lead
-#: 1 s below the limit would put the warning at every start, and a job that joins the protocol
-#: would save and requeue at once on every attempt, never training.
-MIN_RUN_BEFORE_WARNING_S = MIN_SIGNAL_LEAD_S - SIGNAL_JITTER_S
+#: The least run a job with a warning gets before the earliest moment Slurm may send it
+#: (``time_limit - signal_lead_s - SIGNAL_JITTER_S``), in seconds: a minute to start and train.
+MIN_RUN_BEFORE_WARNING_S = 60
+#: The least ``time_limit - signal_lead_s``, in seconds: Slurm's jitter plus that run. A lead 1 s
+#: below the limit (or one that leaves less than the jitter) puts the warning at the start of
+#: every attempt, and a job that joins the protocol saves and requeues at once, never training.
+#: The default lead obeys the same rule (:mod:`hpcflow.spec.job_lead`).
+MIN_TIME_BEFORE_WARNING_S = SIGNAL_JITTER_S + MIN_RUN_BEFORE_WARNING_S
 #: sbatch(1), ``--signal``: "sig_time must be an integer value between 0 and 65535".
 MAX_SIGNAL_LEAD_S = 65535
 

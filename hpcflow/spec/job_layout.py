@@ -17,10 +17,10 @@ from hpcflow.spec.job_fields import (
     INSTANCE_TYPE_RE,
     VERSION_RE,
     SpecModel,
-    StrictFloat,
     StrictInt,
     raise_problems,
 )
+from hpcflow.spec.numbers import bounded_float
 
 
 def _instance_type(value: str) -> str:
@@ -57,8 +57,8 @@ class ModelShapeSpec(SpecModel):
         description="fsdp: parameters, gradients and optimizer sharded over dp; zero1: the "
                     "optimizer only; ddp: nothing.",
     )
-    headroom: StrictFloat = Field(default=LAYOUT_HEADROOM, ge=0, le=0.9,
-                            description="Fraction of GPU memory kept free.")
+    headroom: bounded_float(0, 0.9) = Field(  # type: ignore[valid-type]
+        default=LAYOUT_HEADROOM, description="Fraction of GPU memory kept free.")
     instance_type: str | None = Field(
         default=None,
         description="EC2 instance type whose GPU memory the layout must fit; default "

@@ -26,16 +26,17 @@ from hpcflow.spec.job_fields import (
     MAX_SIGNAL_LEAD_S,
     MAX_TEXT_CHARS,
     MIN_SIGNAL_LEAD_S,
+    MIN_TIME_BEFORE_WARNING_S,
     MODULE_RE,
     SIGNAL_JITTER_S,
     SpecModel,
-    StrictFloat,
     StrictInt,
     Text,
     path_text,
     program_name,
     raise_problems,
 )
+from hpcflow.spec.numbers import bounded_float
 from hpcflow.spec.s3uri import parse_s3_uri
 from hpcflow.spec.timefmt import format_time_limit, parse_time_limit  # noqa: F401 - re-exported
 
@@ -186,16 +187,20 @@ class ContainerSpec(SpecModel):
         return value
 
 
+#: The shortest time limit that gets the default lead (:mod:`hpcflow.spec.job_lead`).
+SHORTEST_DEFAULT_LIMIT_S = DEFAULT_SIGNAL_LEAD_S + MIN_TIME_BEFORE_WARNING_S
+
+
 class PreemptionSpec(SpecModel):
     """How the job is warned before its time limit and how often it may requeue itself."""
 
     signal_lead_s: StrictInt = Field(
-        json_schema_extra={"limits": f"0 (no warning), or {MIN_SIGNAL_LEAD_S} to {MAX_SIGNAL_LEAD_S:,} "
-                                     "below time_limit"},
+        json_schema_extra={"limits": f"0 (no warning), or {MIN_SIGNAL_LEAD_S} to {MAX_SIGNAL_LEAD_S:,}"
+                                     f", at least {MIN_TIME_BEFORE_WARNING_S} s below time_limit"},
         default=DEFAULT_SIGNAL_LEAD_S,
         description=(
             "Seconds before the time limit that Slurm sends USR1 (step + save + 60 s jitter). "
-            f"0: no warning. Left out with a time_limit of {DEFAULT_SIGNAL_LEAD_S} s or less: 0."
+            f"0: no warning. Left out with a time_limit under {SHORTEST_DEFAULT_LIMIT_S} s: 0."
         ),
     )
     max_requeues: StrictInt = Field(
@@ -259,41 +264,6 @@ class PreemptionSpec(SpecModel):
         return value
 
 
-def lead_for_short_jobs(data: Any) -> Any:
-    """Job spec data whose time limit is too short for the default warning lead, and which
-    leaves ``preemption.signal_lead_s`` out, gets ``signal_lead_s: 0``: no warning signal (and so
-    no checkpoint-and-requeue on it); the job runs until it ends or reaches its time limit.
-
-    Why not a shorter lead: a lead under the time limit but at least :data:`MIN_SIGNAL_LEAD_S`
-    puts the warning within Slurm's 60 s jitter of the job's start (sbatch(1), ``--signal``), so a
-    short job that joins the protocol would be asked to save and requeue at once, on every
-    attempt, and never finish. A lead given explicitly is never changed: the model refuses one
-    that does not fit, naming it.
-
-    Args:
-        data: the raw spec mapping (before validation); anything else is returned unchanged.
-
-    Returns:
-        ``data``, or a copy with ``preemption.signal_lead_s`` set to 0.
-    """
-    if not isinstance(data, dict):
-        return data
-    pre = data.get("preemption", {})
-    if isinstance(pre, PreemptionSpec):
-        if "signal_lead_s" in pre.model_fields_set:
-            return data
-        pre = pre.model_dump()
-    elif not isinstance(pre, dict) or "signal_lead_s" in pre:
-        return data
-    try:
-        limit_s = parse_time_limit(data.get("time_limit"))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return data  # refused by the time_limit field, with its own message
-    if limit_s > DEFAULT_SIGNAL_LEAD_S:
-        return data
-    return {**data, "preemption": {**pre, "signal_lead_s": 0}}
-
-
 class CheckpointSpec(SpecModel):
     """Where and how often the runtime saves checkpoints."""
 
@@ -323,8 +293,8 @@ class CheckpointSpec(SpecModel):
             "(docs/plan.md); null: interval_steps alone decides."
         ),
     )
-    failures_per_node_hour: StrictFloat = Field(
-        default=DEFAULT_FAILURES_PER_NODE_HOUR, ge=0, le=1000,
+    failures_per_node_hour: bounded_float(0, 1000) = Field(  # type: ignore[valid-type]
+        default=DEFAULT_FAILURES_PER_NODE_HOUR,
         description=(
             "Unwarned failures per node-hour that interval: auto plans with; default Llama 3's "
             "(419 in 54 days on 2,048 nodes, arXiv:2407.21783)."

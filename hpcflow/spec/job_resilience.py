@@ -1,6 +1,7 @@
 """The ``resilience`` block of a job spec: hang detection and in-job restarts
 (docs/protocol.md, "Hangs and in-job restarts"). It is on by default, with these defaults;
-``resilience: false`` turns it off (the supervisor then runs one step per attempt).
+``resilience: false`` turns it off (the supervisor then runs one step per attempt);
+``resilience: null`` is refused (:func:`resilience_switch`).
 
 The defaults are chosen with false alarms in mind. A step that goes quiet for a minute gets its
 ranks' stacks written (cheap, and harmless if it was only a long evaluation); the step is ended
@@ -13,12 +14,13 @@ checkpoint that hpcflow's runtime committed."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, WrapSerializer, model_validator
 
 from hpcflow.pycommand import PYTHON_NAME_RE, STANDBY_PYTHON_OPTIONS, split_python_options
-from hpcflow.spec.job_fields import MODULE_RE, SpecModel, StrictFloat, StrictInt
+from hpcflow.spec.job_fields import MODULE_RE, SpecModel, StrictInt
+from hpcflow.spec.numbers import bounded_float
 
 #: A day: no section of a sane job waits longer without a heartbeat.
 MAX_TIMEOUT_S = 86_400
@@ -47,8 +49,8 @@ class TimeoutsSpec(SpecModel):
         default=60, ge=1, le=MAX_TIMEOUT_S,
         description="Least derived step timeout: max(step_factor x p99 step time, this).",
     )
-    step_factor: StrictFloat = Field(
-        default=3.0, ge=1.0, le=100.0,
+    step_factor: bounded_float(1.0, 100.0) = Field(  # type: ignore[valid-type]
+        default=3.0,
         description="Multiple of the p99 step time (and of the longest save) that is a hang.",
     )
     warmup_steps: StrictInt = Field(
@@ -134,12 +136,39 @@ class ResilienceSpec(SpecModel):
 
 def resilience_switch(value: Any) -> Any:
     """The spec's ``resilience`` as written: ``false`` turns the block off (None), ``true`` keeps
-    its defaults (``{}``); anything else is validated as the block."""
+    its defaults (``{}``); anything else is validated as the block.
+
+    ``null`` is refused rather than taken for either: it is what YAML reads for a key with
+    nothing after it (``resilience:`` with every line below it commented out, which reads like
+    "the defaults") as much as for ``resilience: ~`` (which reads like "off"), and guessing wrong
+    either way is silent: protection off when it was wanted, or a watchdog that ends a step the
+    user meant to leave alone. Every other block of the spec refuses ``null`` too.
+
+    Raises:
+        ValueError: ``value`` is None; the message says how to write each meaning.
+    """
+    if value is None:
+        raise ValueError(
+            "null is not allowed here: write `resilience: false` to switch protection off "
+            "(no hang watchdog, no in-job restarts), or leave the key out (or write "
+            "`resilience: {}`) for the defaults")
     if value is False:
         return None
     if value is True:
         return {}
     return value
+
+
+def _dump_switch(value: ResilienceSpec | None, handler: Any) -> Any:
+    """A spec written back (``job.yaml``, a submission's fields) says ``false`` for the block
+    switched off, the form :func:`resilience_switch` reads back, never ``null``."""
+    return False if value is None else handler(value)
+
+
+#: The job spec's ``resilience`` field type: read with :func:`resilience_switch`, written with
+#: ``false`` for "off".
+ResilienceSwitch = Annotated[ResilienceSpec | None, BeforeValidator(resilience_switch),
+                             WrapSerializer(_dump_switch)]
 
 
 def warm_standby_problems(*, launcher: str, container: bool, module: str | None,

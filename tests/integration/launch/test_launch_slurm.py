@@ -39,7 +39,7 @@ def steps_in_attempt(log: str, attempt: int) -> int:
 
 
 def test_simple_function_returns_its_value_and_is_recorded(launch_cluster, launch_env):
-    executor = Executor(launch_env, time_limit="00:03:00")
+    executor = Executor(launch_env, time_limit="00:04:00")  # the least with the default warning
     job = executor.submit(add, 5, 7)
     assert job.result() == 12
     rec = records.find_job(job.job_id)

@@ -154,11 +154,12 @@ def test_hostile_arguments_and_env_reach_the_program_literally(submit_job, tmp_p
 
 
 def test_slurms_own_time_limit_warning_reaches_the_trap(submit_job):
-    # No scancel here: Slurm itself sends USR1 signal_lead_s before the 3-minute limit (within
-    # its ~60 s jitter), the ranks commit a checkpoint, and with max_requeues 0 the job ends.
-    job = submit_job(train_spec(steps=100_000, time_limit="3", nodes=1, tasks_per_node=2,
-                                preemption={"signal_lead_s": 150, "max_requeues": 0}))
-    final = job.wait_finished(240)
+    # No scancel here: Slurm itself sends USR1 signal_lead_s before the 210 s limit (within its
+    # ~60 s jitter: 60 to 120 s in), the ranks commit a checkpoint, and with max_requeues 0 the
+    # job ends. The shortest limit a 90 s lead fits (time_limit - lead >= 120 s).
+    job = submit_job(train_spec(steps=100_000, time_limit="00:03:30", nodes=1, tasks_per_node=2,
+                                preemption={"signal_lead_s": 90, "max_requeues": 0}))
+    final = job.wait_finished(270)
     assert job.event("signal") is not None
     assert final.exit_code == 75 and job.event("job_end")["reason"] == "requeue_limit"
     assert final.ending == "requeue_limit" and "USR1 without a spot notice" in final.reason

@@ -76,7 +76,7 @@ def _fifo(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("target", ["fifo", "/dev/full"])
+@pytest.mark.parametrize("target", ["fifo", "/dev/full", "/dev/null"])
 @pytest.mark.parametrize("command", ["report", "plan"])
 def test_an_output_path_that_is_not_a_regular_file_is_refused(slurm, hpcflow, tmp_path, target,
                                                               command):
@@ -93,6 +93,22 @@ def test_an_output_path_that_is_not_a_regular_file_is_refused(slurm, hpcflow, tm
     assert result.exit_code == 2, result.output
     assert "--svg: " in result.output and "an output path must be a regular file" in result.output
     assert os.stat(path).st_mode == before and stat.S_IFMT(before) != stat.S_IFREG
+
+
+@pytest.mark.parametrize("command", ["report", "plan"])
+def test_an_output_path_that_is_a_folder_is_refused_and_left_alone(slurm, hpcflow, tmp_path,
+                                                                   command):
+    run_dir = _job(tmp_path, [])
+    folder = tmp_path / "out.svg"
+    folder.mkdir()
+    args = (["report", "77", "--svg", str(folder)] if command == "report" else
+            ["plan", "goodput", "--nodes", "2", "--instance", "p5.48xlarge", "--hours", "10",
+             "--price-source", "table", "--save-s", "5", "--restart-s", "60", "--startup-s",
+             "60", "--runs", "5", "--svg", str(folder)])
+    result = hpcflow(*args)
+    assert result.exit_code == 2, result.output
+    assert "'--svg'" in result.output and "is a directory" in result.output
+    assert list(folder.iterdir()) == [] and not list(run_dir.glob("*.svg"))
 
 
 def test_report_writes_no_timeline_when_it_fails_after_reading(slurm, hpcflow, tmp_path,
@@ -117,3 +133,35 @@ def test_status_names_a_job_index_that_is_a_fifo(slurm, hpcflow, tmp_path):
     assert result.exit_code == 2, result.output
     assert "jobs.jsonl is a FIFO, so it is not read" in result.output
     assert "no job was submitted" not in result.output
+
+
+@pytest.mark.parametrize("bad, skipped", [
+    pytest.param([], 0, id="clean"),
+    pytest.param(['{"event": "step_end", "job_id": "77", "restart": "0", "time": 1}'], 1,
+                 id="wrong-type"),
+    pytest.param(["\udcff not json", "[1, 2]", '{"event": "attempt_start", "job_id": "77", '
+                  '"restart": 0, "time": true}'], 3, id="undecodable-list-and-bool-time"),
+])
+def test_status_counts_the_ledger_lines_it_skipped(slurm, hpcflow, tmp_path, bad, skipped):
+    run_dir = _job(tmp_path, [])
+    with P.ledger_path(run_dir).open("a", encoding="utf-8", errors="surrogateescape") as f:
+        f.write("".join(line + "\n" for line in bad))
+    result = hpcflow("status", "77", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)["data"]
+    assert doc["ledger_skipped"] == skipped
+    assert doc["state"] == "COMPLETED" and doc["attempts"] == 1  # the rest still counts
+    warning = f"skipped lines that do not decode: {skipped} in the ledger"
+    assert (warning in result.output) == bool(skipped), result.output
+    text = hpcflow("status", "77")
+    assert text.exit_code == 0 and (warning in text.output) == bool(skipped), text.output
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir], ids=["fifo", "folder"])
+def test_list_names_a_job_index_that_is_not_a_regular_file(slurm, hpcflow, make):
+    make(records.private_home() / "jobs.jsonl")
+    result = hpcflow("list", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["data"] == []
+    assert "jobs.jsonl is a " in result.output and "so it is not read" in result.output
+    assert "no job is listed from it" in result.output

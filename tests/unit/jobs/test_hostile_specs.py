@@ -200,7 +200,7 @@ def expected_header(job: JobSpec) -> dict[str, str | None]:
         "--open-mode": "append", "--output": f"{job.run_dir}/%x-%j.out", "--requeue": None,
         "--time": job.time_limit,
     }
-    if job.preemption.signal_lead_s:  # a lead of 0 (limits of 2 min or less): no warning at all
+    if job.preemption.signal_lead_s:  # a lead of 0 (limits under 4 min): no warning at all
         want["--signal"] = f"B:{job.preemption.signal}@{job.preemption.signal_lead_s}"
     if job.gpus_per_node:
         want["--gpus-per-node"] = str(job.gpus_per_node)

@@ -108,6 +108,16 @@ def _raw_root(c: dict[str, Any]) -> None:
     c["HeadNode"]["LocalStorage"]["RootVolume"]["Size"] = 10**20
 
 
+def _raw_root_as(size: Any):
+    def mutate(c: dict[str, Any]) -> None:
+        c["HeadNode"]["LocalStorage"]["RootVolume"]["Size"] = size
+    return mutate
+
+
+def _raw_max_count(c: dict[str, Any]) -> None:
+    c["Scheduling"]["SlurmQueues"][0]["ComputeResources"][0]["MaxCount"] = 1e20
+
+
 def _raw_bucket(c: dict[str, Any]) -> None:
     c["HeadNode"]["Iam"]["S3Access"][0]["BucketName"] = "a..b"
 
@@ -117,6 +127,14 @@ def _raw_bucket(c: dict[str, Any]) -> None:
                  id="newline-in-mount-dir"),
     pytest.param(_raw_root, "HeadNode.LocalStorage.RootVolume.Size",
                  "an EBS volume has at most 65,536 GiB", id="root-volume-1e20-gib"),
+    # YAML's 1e20 is a float (10^20 to ParallelCluster's schema), "1000...0" a text of digits.
+    pytest.param(_raw_root_as(1e20), "HeadNode.LocalStorage.RootVolume.Size",
+                 "1e+20 GiB; an EBS volume has at most 65,536 GiB", id="root-volume-float-1e20"),
+    pytest.param(_raw_root_as("1" + "0" * 20), "HeadNode.LocalStorage.RootVolume.Size",
+                 "an EBS volume has at most 65,536 GiB", id="root-volume-digits-text"),
+    pytest.param(_raw_root_as(40.5), "HeadNode.LocalStorage.RootVolume.Size",
+                 "40.5 is not a whole number: ParallelCluster's schema would cut it to 40",
+                 id="root-volume-fraction"),
     pytest.param(_raw_bucket, "HeadNode.Iam.S3Access[0].BucketName", "two dots in a row",
                  id="bucket-name"),
 ])
@@ -140,3 +158,27 @@ def test_import_refuses_what_validate_refuses_with_renders_message(tmp_path, mut
     assert rendered.exit_code == 2, rendered.output
     assert [ln.split(": ", 1)[1] for ln in rendered.output.splitlines()[1:] if ln.strip()] \
         == problems
+
+
+def test_a_node_count_of_1e20_is_refused_by_validate_as_by_import(tmp_path):
+    cfg = _write(tmp_path, _config(_raw_max_count))
+    validated = _run("cluster", "validate", str(cfg))
+    assert validated.exit_code == 2, validated.output
+    assert ("Scheduling.SlurmQueues[0].ComputeResources[0].MaxCount: 1e+20 nodes; at most "
+            "100,000") in validated.output
+    out = tmp_path / "spec.yaml"
+    imported = _run("cluster", "import", str(cfg), "-o", str(out))
+    assert imported.exit_code == 2 and not out.exists(), imported.output
+    assert "max_nodes: 1e+20" in imported.output
+
+
+def test_an_empty_queue_list_is_refused_by_validate_as_by_import(tmp_path):
+    # ParallelCluster's schema takes `SlurmQueues: []`; a cluster without a queue runs no job.
+    cfg = _write(tmp_path, _config(lambda c: c["Scheduling"].update(SlurmQueues=[])))
+    validated = _run("cluster", "validate", str(cfg))
+    assert validated.exit_code == 2, validated.output
+    assert "Scheduling.SlurmQueues: an empty list: a Slurm cluster needs at least one queue" \
+        in validated.output
+    out = tmp_path / "spec.yaml"
+    imported = _run("cluster", "import", str(cfg), "-o", str(out))
+    assert imported.exit_code == 2 and not out.exists(), imported.output

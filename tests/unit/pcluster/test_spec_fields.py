@@ -172,8 +172,21 @@ def test_a_problem_in_the_pcluster_block_is_reported_on_it(base_spec):
     base_spec["pcluster"] = {"Scheduling": {"SlurmSettings": {"CustomSlurmSettings": [
         {"Prolog": "/x.sh"}]}}}
     result = check_spec(ClusterSpec.model_validate(base_spec), run_schema=False)
+    # The item of the list in the pcluster block is named, by its index there.
     assert [(f.code, f.path) for f in result.errors] == [
-        ("SLURM_SETTING_FORBIDDEN", "pcluster.Scheduling.SlurmSettings.CustomSlurmSettings")]
+        ("SLURM_SETTING_FORBIDDEN", "pcluster.Scheduling.SlurmSettings.CustomSlurmSettings[0]")]
     base_spec["pcluster"] = {"HeadNode": {"Bogus": 1}}
     result = check_spec(ClusterSpec.model_validate(base_spec))
     assert [(f.code, f.path) for f in result.errors] == [("SCHEMA", "pcluster.HeadNode.Bogus")]
+
+
+def test_an_item_of_a_named_list_in_the_pcluster_block_is_named_by_its_index_there(base_spec):
+    # SharedStorage merges by Name: the raw block's item 1 lands wherever its Name is rendered.
+    base_spec["pcluster"] = {"SharedStorage": [
+        {"Name": "ok", "StorageType": "Ebs", "MountDir": "/ok"},
+        {"Name": "big", "StorageType": "Ebs", "MountDir": "/big", "EbsSettings": {"Size": 1e20}},
+        {"Name": "cut", "StorageType": "Ebs", "MountDir": "/cut", "EbsSettings": {"Size": 40.5}}]}
+    result = check_spec(ClusterSpec.model_validate(base_spec), run_schema=False)
+    assert sorted((f.code, f.path) for f in result.errors) == [
+        ("EBS_TOO_LARGE", "pcluster.SharedStorage[1].EbsSettings.Size"),
+        ("NOT_WHOLE", "pcluster.SharedStorage[2].EbsSettings.Size")]

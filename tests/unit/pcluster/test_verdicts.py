@@ -234,6 +234,28 @@ CASES = [
     pytest.param(_cfg(_fsx(StorageCapacity=2_400_000_000, DeploymentType="PERSISTENT_2",
                            PerUnitStorageThroughput=125)), {"FSX_CAPACITY"},
                  id="fsx-capacity-huge"),
+    # ParallelCluster's schema reads counts as marshmallow's non-strict Integer: a float or a
+    # text of digits is taken as its int, and a fraction cut off without a word.
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(LocalStorage={"RootVolume": {"Size":
+                                                                                1e20}})),
+                 {"EBS_TOO_LARGE"}, id="root-volume-float-1e20"),
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(LocalStorage={"RootVolume": {
+        "Size": "100000000000000000000"}})), {"EBS_TOO_LARGE"}, id="root-volume-digits-text"),
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(LocalStorage={"RootVolume": {"Size":
+                                                                                40.5}})),
+                 {"NOT_WHOLE"}, id="root-volume-fraction"),
+    pytest.param(_cfg(lambda c: c["HeadNode"].update(LocalStorage={"RootVolume": {"Size":
+                                                                                "100"}})),
+                 set(), id="root-volume-digits-text-in-range"),
+    pytest.param(_cfg(lambda c: c["Scheduling"].update(SlurmSettings={"ScaledownIdletime":
+                                                                      1e20})),
+                 {"SCALEDOWN_TOO_LONG"}, id="scaledown-float"),
+    pytest.param(_cfg(_fsx(StorageCapacity=1.2e20, DeploymentType="PERSISTENT_2",
+                           PerUnitStorageThroughput=125)), {"FSX_CAPACITY"},
+                 id="fsx-capacity-float"),
+    pytest.param(_cfg(_compute(MaxCount=1e20)), {"TOO_MANY_NODES"}, id="max-count-float"),
+    pytest.param(_cfg(_compute(MaxCount=10**20)), {"TOO_MANY_NODES"}, id="max-count-huge"),
+    pytest.param(_cfg(_compute(MaxCount=100_000)), set(), id="max-count-at-the-bound"),
 ]
 
 

@@ -110,6 +110,35 @@ def test_from_job_takes_the_measured_costs(tmp_path: Path, monkeypatch):
     assert data["sources"]["restart_s"] == "given"
     # no failure measured: the default rate, not zero
     assert data["sources"]["failures_per_node_hour"].startswith("default:")
+    assert data["doubts"] == [] and "warning" not in result.output
+
+
+def test_from_job_with_impossible_figures_says_its_costs_are_doubtful(tmp_path: Path,
+                                                                       monkeypatch):
+    # 60 steps of 50 s each in 100 s of wall time: goodput 3000%.
+    monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
+    run_dir = tmp_path / "run"
+    t0 = 1_800_000_000.0
+    records.record_submission(records.JobRecord("9", "j", str(run_dir), t0), "", "")
+    steps = [f'hpcflow-step {{"step": {s}, "step_time_s": 50.0}}' for s in range(1, 61)]
+    (run_dir / "j-9.out").write_text("\n".join([
+        "hpcflow: 2027-01-15T08:00:05+0000 job 9 attempt 0 on n1: starting 1 rank(s)",
+        *steps, 'hpcflow-checkpoint {"reason": "final", "save_s": 6.0, "step": 60}']))
+    for e in ({"event": "attempt_start", "time": t0 + 10, "job_id": "9", "restart": 0,
+               "nodelist": "n1"},
+              {"event": "job_end", "time": t0 + 100, "job_id": "9", "restart": 0, "rc": 0,
+               "reason": "completed"}):
+        records.append_jsonl(P.ledger_path(run_dir), e)
+    base = ["plan", "goodput", "--nodes", "16", "--instance", "p5.48xlarge", "--hours", "72",
+            "--price-source", "table", "--runs", "5", "--from-job", "9", "--restart-s", "120"]
+    for extra in (["--json"], []):
+        result = run(*base, *extra)
+        assert result.exit_code == 0, result.output
+        assert "hpcflow: warning: job 9: goodput 3000% is impossible" in result.output
+        assert "the costs measured in it may be as wrong" in result.output
+    data = json.loads(run(*base, "--json").stdout)["data"]
+    (doubt,) = data["doubts"]
+    assert doubt.startswith("job 9: goodput 3000% is impossible")
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
@@ -189,3 +218,14 @@ def test_layout_refuses_hostile_input_naming_the_option(extra, message):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("option", ["--region", "--nodes", "--instance", "--from-job"])
+def test_a_long_or_multi_line_option_value_is_shown_bounded_and_escaped(option):
+    value = "a" * 5000 + "\nforged: line"
+    words = GOODPUT + [option, value] if option in ("--region", "--from-job") else \
+        _replace(GOODPUT, option, value)
+    result = run(*words)
+    assert result.exit_code == 2, result.output
+    assert f"{option}: 'aaaa" in result.output and "'..." in result.output, result.output
+    assert "forged" not in result.output and len(result.output) < 1000

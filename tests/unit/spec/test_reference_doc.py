@@ -6,9 +6,20 @@ import os
 from pathlib import Path
 
 from hpcflow.spec.job import JobSpec
+from hpcflow.spec.job_fields import (
+    DEFAULT_SIGNAL_LEAD_S,
+    MIN_RUN_BEFORE_WARNING_S,
+    MIN_SIGNAL_LEAD_S,
+    MIN_TIME_BEFORE_WARNING_S,
+    SIGNAL_JITTER_S,
+)
+from hpcflow.spec.job_parts import SHORTEST_DEFAULT_LIMIT_S
 from hpcflow.spec.loading import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_NODES
 from hpcflow.spec.reference import reference_markdown
 
+HOUR_MOST = 3600 - MIN_TIME_BEFORE_WARNING_S  # the longest lead of a one-hour job
+SHORTEST = SHORTEST_DEFAULT_LIMIT_S
+GAP, LEAD = MIN_TIME_BEFORE_WARNING_S, DEFAULT_SIGNAL_LEAD_S
 DOC = Path(__file__).resolve().parents[3] / "docs" / "job-spec.md"
 INTRO = f"""
 A job spec is a YAML file that `hpcflow submit` validates, renders into a batch script and
@@ -40,6 +51,18 @@ This page is generated from the model (`hpcflow.spec.job.JobSpec`).
   it to the job's processes. A missing, unreadable or non-regular file stops the job with exit 1
   and the log line `env.NAME: cannot read PATH ...` before the program starts. Keep the file
   mode 0600.
+
+## The warning lead and the time limit
+
+Slurm sends the warning (`--signal`) up to {SIGNAL_JITTER_S} s earlier than `preemption.signal_lead_s` asks
+(sbatch(1), `--signal`), so it may come as early as `time_limit - signal_lead_s - {SIGNAL_JITTER_S}` s into
+an attempt. That moment must leave the job {MIN_RUN_BEFORE_WARNING_S} s to start and train: a lead needs
+`time_limit - signal_lead_s >= {GAP}` s (with a one-hour limit, at most {HOUR_MOST} s), or the
+warning could come at the start of every attempt and a job that joins the protocol would save and
+requeue without training. A lead that breaks this is refused, as is one under {MIN_SIGNAL_LEAD_S} s other
+than 0. A spec that leaves the lead out gets {LEAD} s when its time limit is at least {SHORTEST} s,
+and no warning (lead 0) below that: no `--signal`, no checkpoint and requeue when time runs
+out, and one line in the job log that says so.
 
 ## Who can write the run directory
 

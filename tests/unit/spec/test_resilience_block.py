@@ -22,8 +22,21 @@ def job(**changes: Any) -> JobSpec:
 def test_false_turns_the_watchdog_off() -> None:
     spec = job(resilience=False)
     assert spec.resilience is None and watchdog_settings(spec) is None
-    # null (a dumped spec with the block off) stays off
-    assert job(resilience=None).resilience is None
+    # a dumped spec with the block off says false, and reads back off
+    assert spec.model_dump()["resilience"] is False
+    assert spec.model_dump(mode="json")["resilience"] is False
+    assert JobSpec.model_validate(spec.model_dump(mode="json")).resilience is None
+
+
+def test_null_is_refused_naming_both_ways_to_say_what_was_meant() -> None:
+    # `resilience:` with every line below it commented out is null too: neither off nor the
+    # defaults is a safe guess.
+    with pytest.raises(ValidationError) as info:
+        job(resilience=None)
+    (error,) = info.value.errors()
+    assert error["loc"] == ("resilience",)
+    assert "write `resilience: false` to switch protection off" in error["msg"]
+    assert "leave the key out (or write `resilience: {}`) for the defaults" in error["msg"]
 
 
 @pytest.mark.parametrize("given", [pytest.param({}, id="absent"), pytest.param(
@@ -75,3 +88,17 @@ def test_the_example_block_in_the_protocol_doc_is_a_valid_spec() -> None:
     assert len(blocks) == 1
     spec = job(**yaml.safe_load(blocks[0]))
     assert spec.resilience is not None and spec.resilience.timeouts.step_floor_s == 30
+
+
+def test_a_block_left_empty_in_a_spec_file_is_refused_with_the_file_and_field(tmp_path) -> None:
+    from hpcflow.errors import SpecError
+    from hpcflow.spec.job import load_job_spec
+
+    path = tmp_path / "job.yaml"
+    path.write_text("name: t\ntime_limit: '10'\nrun_dir: r\nprogram: {module: m}\n"
+                    "resilience:\n#  watchdog: false\n")
+    with pytest.raises(SpecError) as info:
+        load_job_spec(path)
+    (line,) = info.value.problems
+    assert line.startswith(f"{path}: resilience: None: null is not allowed here"), line
+    assert load_job_spec(path, ["resilience=false"]).resilience is None

@@ -1,7 +1,10 @@
 """A time limit too short for the default warning lead: a spec that leaves the lead out runs
 without a warning (signal_lead_s 0: no --signal, one line in the job log); a lead given
-explicitly that does not fit is refused, naming the field, the value and what is allowed. The
-same rule for a YAML spec, a --set override and a Python submission (all go through JobSpec)."""
+explicitly that does not fit is refused, naming the field, the value and what is allowed. One
+rule for both (hpcflow.spec.job_lead): the warning, which Slurm may send 60 s early, must leave
+60 s of run before it, so time_limit - signal_lead_s >= 120 s, and the default lead of 120 s
+needs a time limit of 240 s. The same rule for a YAML spec, a --set override and a Python
+submission (all go through JobSpec)."""
 
 from __future__ import annotations
 
@@ -43,11 +46,16 @@ def problems(time_limit: str, **preemption: Any) -> list[str]:
     pytest.param("1", {}, 0, id="1-min-no-warning"),
     pytest.param("00:01:30", {}, 0, id="90-s-no-warning"),
     pytest.param("00:02:00", {}, 0, id="2-min-is-not-above-the-default"),
-    pytest.param("00:02:01", {}, 120, id="just-above-gets-the-default"),
+    # 1 s (or 60 s) above the default lead: the warning could come at the start of each attempt.
+    pytest.param("00:02:01", {}, 0, id="just-above-the-default-lead-leaves-no-run"),
+    pytest.param("00:03:00", {}, 0, id="3-min-leaves-no-run-after-the-jitter"),
+    pytest.param("00:03:59", {}, 0, id="1-s-short-of-the-default"),
+    pytest.param("00:04:00", {}, 120, id="4-min-gets-the-default"),
     pytest.param("00:05:00", {}, 120, id="5-min-default"),
     pytest.param("1", {"max_requeues": 1, "signal": "USR2"}, 0, id="other-fields-kept"),
     pytest.param("00:10:00", {"signal_lead_s": 0}, 0, id="explicit-0-on-a-long-job"),
-    pytest.param("00:02:00", {"signal_lead_s": 90}, 90, id="explicit-that-fits"),
+    pytest.param("00:03:30", {"signal_lead_s": 90}, 90, id="explicit-that-fits"),
+    pytest.param("01:00:00", {"signal_lead_s": 3480}, 3480, id="explicit-longest-that-fits"),
 ])
 def test_lead_left_out_fits_the_time_limit(limit: str, preemption: dict, lead: int) -> None:
     job = spec(limit, **preemption)
@@ -74,6 +82,27 @@ def test_explicit_lead_inside_the_jitter_is_refused(lead: int) -> None:
     (line,) = problems("01:00:00", signal_lead_s=lead)
     assert line.startswith(f"job.yaml: preemption.signal_lead_s: {lead}:"), line
     assert "must be 0 (no warning) or at least 90 s" in line
+
+
+@pytest.mark.parametrize(("limit", "lead", "left", "most"), [
+    pytest.param("00:02:00", 90, 30, None, id="2-min-fits-no-lead"),
+    pytest.param("00:03:29", 90, 119, None, id="1-s-short-of-the-least-lead"),
+    pytest.param("00:03:00", 150, 30, None, id="3-min-150-s"),
+    pytest.param("00:05:00", 181, 119, 180, id="5-min-1-s-too-long"),
+    pytest.param("01:00:00", 3599, 1, 3480, id="1-s-below-the-limit"),
+])
+def test_explicit_lead_that_leaves_no_run_before_the_warning_is_refused(
+        limit: str, lead: int, left: int, most: int | None) -> None:
+    (line,) = problems(limit, signal_lead_s=lead)
+    assert line.startswith(f"job.yaml: preemption.signal_lead_s: {lead}: must leave at least "
+                           "120 s of time_limit ("), line
+    assert f"with {left} s left it may come {max(0, left - 60)} s after the job starts" in line
+    assert "Slurm may send it 60 s early" in line and "or 0 (or left out)" in line
+    if most is None:
+        assert "which no lead does with a time_limit under 210 s" in line
+    else:
+        assert f"so at most {most} s:" in line
+        assert spec(limit, signal_lead_s=most).preemption.signal_lead_s == most
 
 
 def test_requeue_margin_is_not_held_against_a_lead_of_0() -> None:

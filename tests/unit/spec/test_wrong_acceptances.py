@@ -50,6 +50,30 @@ def test_a_boolean_or_text_is_never_taken_for_a_number(changes, field):
     assert line.startswith(f"job.yaml: {field}: "), line
 
 
+@pytest.mark.parametrize("changes, expected", [
+    pytest.param({"resilience": {"timeouts": {"step_factor": True}}},
+                 "resilience.timeouts.step_factor: True: a number from 1 to 100 is expected, "
+                 "not true", id="step-factor-true"),
+    pytest.param({"checkpoint": {"failures_per_node_hour": False}},
+                 "checkpoint.failures_per_node_hour: False: a number from 0 to 1,000 is "
+                 "expected, not false", id="failure-rate-false"),
+    pytest.param({"checkpoint": {"failures_per_node_hour": "1e-4"}},
+                 "checkpoint.failures_per_node_hour: '1e-4': a number from 0 to 1,000 is "
+                 "expected, not text: write the number without quotes, and an exponent with a "
+                 "dot and a sign (1.0e-4, not 1e-4", id="failure-rate-yaml-text"),
+    pytest.param({"checkpoint": {"failures_per_node_hour": float("nan")}},
+                 "checkpoint.failures_per_node_hour: nan: a number from 0 to 1,000 is expected, "
+                 "not nan", id="failure-rate-nan"),
+    pytest.param({"parallelism": {"dp": 1, "model": {"preset": "llama-8b", "headroom": True}}},
+                 "parallelism.model.headroom: True: a number from 0 to 0.9 is expected, not "
+                 "true",
+                 id="headroom-true"),
+])
+def test_a_number_field_says_its_range_when_refused(changes, expected):
+    assert any(p.startswith(f"job.yaml: {expected}") for p in problems(**changes)), \
+        problems(**changes)
+
+
 def test_numbers_stay_numbers():
     job = spec(resilience={"timeouts": {"step_factor": 2}},
                checkpoint={"failures_per_node_hour": 1e-4})
@@ -65,12 +89,14 @@ def test_an_s3_prefix_longer_than_a_key_can_hold_is_refused():
     assert spec(checkpoint={"s3_uri": "s3://my-bucket/" + "p" * 700}).checkpoint.s3_uri
 
 
-@pytest.mark.parametrize("lead", [3599, 3590, 3571])
+@pytest.mark.parametrize("lead", [3599, 3590, 3571, 3481])
 def test_a_lead_that_leaves_no_time_to_train_is_refused(lead):
+    # Slurm may send the warning 60 s early; the job needs 60 s of run before that.
     (line,) = problems(preemption={"signal_lead_s": lead})
-    assert line.startswith(f"job.yaml: preemption.signal_lead_s: {lead}: must leave at least 30 s")
-    assert "so at most 3570 s" in line and "comes at every start" in line
-    assert spec(preemption={"signal_lead_s": 3570}).preemption.signal_lead_s == 3570
+    assert line.startswith(f"job.yaml: preemption.signal_lead_s: {lead}: must leave at least "
+                           "120 s of time_limit (01:00:00 = 3600 s)"), line
+    assert "so at most 3480 s" in line and "saves and requeues without training" in line
+    assert spec(preemption={"signal_lead_s": 3480}).preemption.signal_lead_s == 3480
 
 
 @pytest.mark.parametrize("argv", [
