@@ -14,7 +14,8 @@ from __future__ import annotations
 import io
 import os
 import pickle
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,15 @@ _SKIP_BYTES = 8 << 20
 _CHUNK_BYTES = 4 << 20
 #: Tensor items at least this large are read straight into their target.
 _DIRECT_BYTES = 1 << 20
+#: ``tensor_record`` reads a zip's directory and pickle in blocks this large, and keeps at
+#: most this many of them.
+_PREAD_BLOCK = 16 << 10
+_PREAD_BLOCKS_KEPT = 16
+#: The end of a tensor item asked for ahead (its zip directory; a few hundred bytes for one
+#: tensor).
+_TAIL_BYTES = 2 * _PREAD_BLOCK
+#: Reads at most this large are copied for the hash, so their buffer can be reused at once.
+_COPY_BYTES = 256 << 10
 
 
 def _reader_class() -> type:
@@ -53,7 +63,10 @@ def _reader_class() -> type:
                 raise ChecksumMismatch(f"{where} {MISMATCH_WORDS}: the record does not list it")
             algorithms = checksum.checked_algorithms(entry, self.key)
             digest = checksum.StreamDigest(self.key, algorithms, all_cores=True)
-            return open(where, "rb", buffering=0), digest, str(where)
+            handle = open(where, "rb", buffering=0)  # noqa: SIM115 - the caller closes it
+            if hasattr(os, "posix_fadvise"):  # read front to back: a larger read-ahead
+                os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            return handle, digest, str(where)
 
         def _verify(self, relative: str, digest: checksum.StreamDigest, where: str) -> None:
             problem = checksum.mismatch(where, self.files[relative], digest.result())
@@ -92,6 +105,7 @@ def _reader_class() -> type:
             infos = sorted(((self.storage_data[i.storage_index], i) for i in items),
                            key=lambda pair: pair[0].offset)
             pickled: list[tuple[Any, bytes]] = []
+            _ask_for_tails(handle.fileno(), [info for info, _ in infos])
             with handle, _HashedReads(handle, digest, where) as reads:
                 try:
                     for info, item in infos:
@@ -153,7 +167,8 @@ def _reader_class() -> type:
             direct = target.device.type == "cpu" and target.is_contiguous()
             dest = target if direct else reads.bounce(nbytes, meta.dtype).view(meta.shape)
             reads.item(record_at - info.offset)  # the zip entries before the data
-            reads.into(memoryview(dest.view(-1).view(torch.uint8).numpy()))
+            reads.into(memoryview(dest.view(-1).view(torch.uint8).numpy()),
+                       None if direct else "bounce")
             reads.item(info.offset + info.length - record_at - nbytes)  # and after it
             if not direct:
                 target.copy_(dest)
@@ -221,9 +236,11 @@ class _BufferFile(_SeekableRead):
 
 
 class _HashedReads:
-    """Sequential reads of one open file, every byte fed to ``digest`` in order. A large read
-    is split into chunks, each hashed on a helper thread while the next is read (both release
-    the GIL). Small reads land in one reused buffer, so pages are faulted in once per file."""
+    """Sequential reads of one open file, every byte fed to ``digest`` in order on one helper
+    thread. The reader never waits for the hash, except before it overwrites a buffer a queued
+    hash still reads, and at the end of the file (:meth:`drain`): the hash of one tensor runs
+    while the next is read. Small reads are copied for the hash, so their reused buffer is free
+    at once; pages of the reused buffers are faulted in once per file."""
 
     def __init__(self, handle: Any, digest: checksum.StreamDigest, where: str) -> None:
         self._handle, self._digest, self._where = handle, digest, where
@@ -231,6 +248,8 @@ class _HashedReads:
         self._buffer = bytearray(0)
         self._bounce: Any = None
         self._pool: ThreadPoolExecutor | None = None
+        self._queued: deque[Future[None]] = deque()
+        self._busy: set[str] = set()  # "buffer", "bounce": a queued hash still reads it
 
     def __enter__(self) -> _HashedReads:
         return self
@@ -239,50 +258,69 @@ class _HashedReads:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
+    def drain(self) -> None:
+        """Wait until every byte read so far is in the digest (raises what a hash raised)."""
+        while self._queued:
+            self._queued.popleft().result()
+        self._busy.clear()
+
+    def _hash(self, view: memoryview, holds: str | None = None) -> None:
+        """Queue ``view`` for the digest; ``holds`` names the reused buffer it lies in (None:
+        it stays untouched until the load ends, or is a copy)."""
+        if view.nbytes <= _COPY_BYTES:
+            view, holds = memoryview(bytes(view)), None  # cheaper than waiting to reuse it
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcflow-ckpt-hash")
+        while self._queued and self._queued[0].done():
+            self._queued.popleft().result()
+        self._queued.append(self._pool.submit(self._digest.update, view))
+        if holds is not None:
+            self._busy.add(holds)
+
+    def _reuse(self, name: str) -> None:
+        if name in self._busy:
+            self.drain()
+
     def skip_to(self, offset: int | None) -> None:
-        """Read and hash up to ``offset`` (None: the end of the file), keeping nothing."""
+        """Read and hash up to ``offset`` (None: the end of the file, then :meth:`drain`),
+        keeping nothing."""
         if offset is not None and offset < self._at:  # overlapping items: never written by DCP
             raise ChecksumMismatch(f"{self._where} {MISMATCH_WORDS}: two items overlap at "
                                    f"byte {offset}")
         while offset is None or self._at < offset:
             want = _SKIP_BYTES if offset is None else min(offset - self._at, _SKIP_BYTES)
+            self._reuse("buffer")
             if len(self._buffer) < want:
                 self._buffer = bytearray(want)
             n = self._handle.readinto(memoryview(self._buffer)[:want])
             if not n:
                 if offset is None:
-                    return
+                    break
                 raise ChecksumMismatch(f"{self._where} {MISMATCH_WORDS}: it ends at byte "
                                        f"{self._at}, before byte {offset}")
-            self._digest.update(memoryview(self._buffer)[:n])
+            self._hash(memoryview(self._buffer)[:n], "buffer")
             self._at += n
+        if offset is None:
+            self.drain()
 
     def item(self, nbytes: int) -> memoryview:
         """The next ``nbytes``, hashed; valid until the next call."""
+        self._reuse("buffer")
         if len(self._buffer) < nbytes:
             self._buffer = bytearray(nbytes)
         view = memoryview(self._buffer)[:nbytes]
-        self.into(view)
+        self.into(view, "buffer")
         return view
 
-    def into(self, view: memoryview) -> None:
-        """Fill ``view`` with the next bytes, hashed."""
+    def into(self, view: memoryview, holds: str | None = None) -> None:
+        """Fill ``view`` with the next bytes, queued for the hash chunk by chunk; ``view`` must
+        stay unchanged until :meth:`drain` unless ``holds`` names the reused buffer it is."""
         view = view.cast("B")
-        if view.nbytes >= 2 * _CHUNK_BYTES and self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcflow-ckpt-hash")
-        pending = None
         for start in range(0, view.nbytes, _CHUNK_BYTES):
             chunk = view[start:start + _CHUNK_BYTES]
             _read_into(self._handle, chunk, self._where, self._at)
             self._at += chunk.nbytes
-            if self._pool is None:
-                self._digest.update(chunk)
-                continue
-            if pending is not None:
-                pending.result()  # digests are fed in order
-            pending = self._pool.submit(self._digest.update, chunk)
-        if pending is not None:
-            pending.result()
+            self._hash(chunk, holds)
 
     def tensor_record(self, offset: int, length: int) -> tuple[Any, int] | None:
         """``(meta tensor, file offset of its data)`` of the ``torch.save`` zip at ``offset``
@@ -307,9 +345,11 @@ class _HashedReads:
             return None
 
     def bounce(self, nbytes: int, dtype: Any) -> Any:
-        """A reused CPU buffer of ``nbytes`` (pinned when CUDA is there), as ``dtype``."""
+        """A reused CPU buffer of ``nbytes`` (pinned when CUDA is there), as ``dtype``; fill it
+        with :meth:`into` (``holds="bounce"``)."""
         import torch
 
+        self._reuse("bounce")
         if self._bounce is None or self._bounce.numel() < nbytes:
             self._bounce = torch.empty(nbytes, dtype=torch.uint8,
                                        pin_memory=torch.cuda.is_available())
@@ -318,19 +358,54 @@ class _HashedReads:
 
 class _PreadFile(_SeekableRead):
     """A read-only, seekable view of ``length`` bytes at ``offset`` of an open descriptor, read
-    with ``os.pread`` (the descriptor's own position is left alone)."""
+    with ``os.pread`` in blocks of :data:`_PREAD_BLOCK` kept for the next parse (the
+    descriptor's own position is left alone): parsing a zip's directory and pickle three
+    times costs a few ``pread`` calls, not dozens."""
 
     def __init__(self, fd: int, offset: int, length: int) -> None:
         super().__init__(length)
         self._fd, self._offset = fd, offset
+        self._blocks: dict[int, bytes] = {}
+
+    def _block(self, index: int) -> bytes:
+        block = self._blocks.get(index)
+        if block is None:
+            start = index * _PREAD_BLOCK
+            block = os.pread(self._fd, min(_PREAD_BLOCK, self._length - start),
+                             self._offset + start)
+            if len(self._blocks) < _PREAD_BLOCKS_KEPT:
+                self._blocks[index] = block
+        return block
 
     def readinto(self, buffer: Any) -> int:
         out = memoryview(buffer).cast("B")
         want = max(0, min(out.nbytes, self._length - self._at))
-        data = os.pread(self._fd, want, self._offset + self._at)
-        out[:len(data)] = data
-        self._at += len(data)
-        return len(data)
+        got = 0
+        while got < want:
+            index, within = divmod(self._at + got, _PREAD_BLOCK)
+            block = self._block(index)
+            n = min(want - got, len(block) - within)
+            if n <= 0:  # the file is shorter than its record says: the hash reports it
+                break
+            out[got:got + n] = block[within:within + n]
+            got += n
+        self._at += got
+        return got
+
+
+def _ask_for_tails(fd: int, infos: list[Any]) -> None:
+    """Ask the kernel to fetch, all at once and in the background, the last bytes of every item
+    that may be read straight into its target: :meth:`_HashedReads.tensor_record` reads each
+    one's zip directory, at its end, before the sequential read gets there, and one request per
+    item, each waited for, would cost a disk round trip per tensor
+    (``posix_fadvise(POSIX_FADV_WILLNEED)``, which starts the reads and returns)."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for info in infos:
+        if info.length >= _DIRECT_BYTES and not info.transform_descriptors:
+            start = info.offset + max(0, info.length - _TAIL_BYTES)
+            os.posix_fadvise(fd, start, info.offset + info.length - start,
+                             os.POSIX_FADV_WILLNEED)
 
 
 def _read_into(handle: Any, view: memoryview, where: str, at: int) -> None:
