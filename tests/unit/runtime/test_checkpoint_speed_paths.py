@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from hpcflow.runtime import commit as ckpt_dirs
-from hpcflow.runtime import dcp_io, dcp_read, staging, writeback
+from hpcflow.runtime import dcp_io, hashed_reads, staging, writeback
 from hpcflow.runtime.checkpoint import CheckpointManager
 from hpcflow.runtime.dcp_io import ChecksumMismatch
 
@@ -69,7 +69,7 @@ def test_start_writeback_on_a_real_file_returns_and_the_bytes_stay(tmp_path):
 
 
 def test_a_large_tensor_is_written_in_pieces_handed_to_the_disk_with_exact_digests(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, small_chunks):
     started: list[tuple[int, int]] = []
     real = writeback.start_writeback
 
@@ -79,11 +79,11 @@ def test_a_large_tensor_is_written_in_pieces_handed_to_the_disk_with_exact_diges
 
     monkeypatch.setattr(writeback, "start_writeback", spy)
     manager = CheckpointManager(tmp_path / "ckpt", key_file=tmp_path / "key")
-    big = torch.rand((dcp_io._PIECE_BYTES * 2 + 3 * MIB) // 4)  # three pieces, the last short
+    big = torch.rand((dcp_io._PIECE_BYTES * 2 + MIB // 2) // 4)  # three pieces, the last short
     manager.save(1, {"big": big, "small": torch.rand(5)})
     directory = tmp_path / "ckpt" / "step_1"
     data = (directory / SHARD).read_bytes()
-    assert len(started) >= 2  # handed over while the file was written, not once at the end
+    assert len(started) >= 3  # handed over while the file was written, not once at the end
     assert [offset for offset, _ in started] == \
         [0] + [offset + n for offset, n in started[:-1]]  # back to back, each page once
     assert all(offset % writeback.PAGE_BYTES == 0 and n % writeback.PAGE_BYTES == 0
@@ -99,18 +99,28 @@ def test_a_large_tensor_is_written_in_pieces_handed_to_the_disk_with_exact_diges
     assert torch.equal(target["big"], big)
 
 
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Restore chunks, write pieces and staging pieces of 1 MiB: small tensors take every path
+    a large model's do."""
+    monkeypatch.setattr(hashed_reads, "CHUNK_BYTES", MIB)
+    monkeypatch.setattr(dcp_io, "_PIECE_BYTES", MIB)
+    monkeypatch.setattr(dcp_io, "_WRITEBACK_BYTES", MIB // 2)
+    monkeypatch.setattr(staging, "PIECE_BYTES", MIB)
+
+
 def big_state(seed: int) -> dict:
     """Two tensors of several restore chunks each, read straight into (or through the bounce
     buffer to) their targets, and a small one read through torch.load."""
     generator = torch.Generator().manual_seed(seed)
-    n = (dcp_read._CHUNK_BYTES * 2 + MIB) // 4
+    n = (hashed_reads.CHUNK_BYTES * 2 + MIB // 2) // 4
     return {"a": torch.rand(n, generator=generator), "b": torch.rand(n, generator=generator),
             "c": torch.rand(7, generator=generator)}
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "strided"])
 def test_tensors_of_several_chunks_load_exactly_with_the_hash_behind_the_reads(
-        tmp_path, layout):
+        tmp_path, layout, small_chunks):
     manager = CheckpointManager(tmp_path / "ckpt", key_file=tmp_path / "key")
     saved = big_state(0)
     manager.save(1, saved)
@@ -126,7 +136,7 @@ def test_tensors_of_several_chunks_load_exactly_with_the_hash_behind_the_reads(
 
 
 @pytest.mark.parametrize("at", [0.25, 0.5, 0.999])
-def test_a_flipped_byte_in_any_chunk_of_a_large_tensor_is_caught(tmp_path, at):
+def test_a_flipped_byte_in_any_chunk_of_a_large_tensor_is_caught(tmp_path, at, small_chunks):
     manager = CheckpointManager(tmp_path / "ckpt", key_file=tmp_path / "key")
     manager.save(1, big_state(0))
     path = tmp_path / "ckpt" / "step_1" / SHARD
@@ -138,13 +148,13 @@ def test_a_flipped_byte_in_any_chunk_of_a_large_tensor_is_caught(tmp_path, at):
 
 
 def test_the_block_cache_of_the_zip_reader_gives_the_file_s_bytes(tmp_path):
-    data = os.urandom(dcp_read._PREAD_BLOCK * 3 + 123)
+    data = os.urandom(hashed_reads.PREAD_BLOCK * 3 + 123)
     path = tmp_path / "f"
     path.write_bytes(b"x" * 77 + data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        view = dcp_read._PreadFile(fd, 77, len(data))
-        for start, size in [(0, 10), (dcp_read._PREAD_BLOCK - 5, 10), (0, len(data)),
+        view = hashed_reads.PreadFile(fd, 77, len(data))
+        for start, size in [(0, 10), (hashed_reads.PREAD_BLOCK - 5, 10), (0, len(data)),
                             (len(data) - 4, 100), (len(data), 8), (5, 0)]:
             view.seek(start)
             buffer = bytearray(size)
@@ -155,7 +165,8 @@ def test_the_block_cache_of_the_zip_reader_gives_the_file_s_bytes(tmp_path):
         os.close(fd)
 
 
-def test_the_staging_copy_of_later_saves_runs_on_several_threads_and_is_exact(monkeypatch):
+def test_the_staging_copy_of_later_saves_runs_on_several_threads_and_is_exact(
+        monkeypatch, small_chunks):
     threads: set[str] = set()
     copy = staging._copy_pieces
 
@@ -190,7 +201,7 @@ def test_the_staging_copy_of_later_saves_runs_on_several_threads_and_is_exact(mo
         stager.close()
 
 
-def test_an_async_save_after_the_first_holds_the_state_at_its_save(tmp_path):
+def test_an_async_save_after_the_first_holds_the_state_at_its_save(tmp_path, small_chunks):
     manager = CheckpointManager(tmp_path / "ckpt", key_file=tmp_path / "key")
     state = {"w": torch.rand((staging.PIECE_BYTES + MIB) // 4)}
     try:
@@ -205,3 +216,27 @@ def test_an_async_save_after_the_first_holds_the_state_at_its_save(tmp_path):
             assert torch.equal(target["w"], expected)
     finally:
         manager.close()
+
+
+def test_tensors_of_one_layout_are_unpickled_once_and_each_loads_exactly(tmp_path, monkeypatch):
+    loads: list[object] = []
+    load = torch.load
+
+    def counting(*args, **kwargs):
+        if kwargs.get("map_location") == "meta":
+            loads.append(args[0])
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counting)
+    saved = {"a": torch.rand(512, 1024), "b": torch.rand(512, 1024),  # one layout
+             "c": torch.rand(1024, 512),  # another shape
+             "d": torch.rand(512, 1024, dtype=torch.float64),  # another dtype
+             "e": torch.rand(1024, 512).t(),  # not contiguous: read through torch.load
+             "f": torch.rand(512, 1024)}
+    manager = CheckpointManager(tmp_path / "ckpt", key_file=tmp_path / "key")
+    manager.save(1, saved)
+    target = {name: torch.zeros_like(t) for name, t in saved.items()}
+    manager.load(1, target)
+    for name, tensor in saved.items():
+        assert torch.equal(target[name], tensor), name
+    assert len(loads) == 4  # a (b, f the same), c, d, e
