@@ -273,6 +273,11 @@ def ask_for_tails(fd: int, infos: list[Any]) -> None:
 
 
 def read_into(handle: Any, view: memoryview, where: str, at: int) -> None:
+    """Fill ``view`` from ``handle`` (at file offset ``at``, for the message).
+
+    Raises:
+        ChecksumMismatch: the file ends first (truncated after its record was written).
+    """
     got = 0
     while got < view.nbytes:
         n = handle.readinto(view[got:])
