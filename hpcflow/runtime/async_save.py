@@ -2,7 +2,8 @@
 state into CPU buffers, the writer thread, and collecting a save in flight.
 
 ``save(..., blocking=False)`` copies the state into CPU staging buffers (DCP's ``DefaultStager``,
-reused by later saves) and returns; a background thread does the write and the commit, as
+reused by later saves, the copy spread over a few threads: :mod:`hpcflow.runtime.staging`) and
+returns; a background thread does the write and the commit, as
 ``dcp.async_save`` does with its thread executor (torch/distributed/checkpoint/state_dict_saver.py).
 torch is imported only when a save runs.
 """
@@ -131,16 +132,15 @@ class AsyncSaves:
                           done - flight.started)
 
     def _stage(self, flat: dict[str, Any]) -> Any:
-        """Copy ``flat`` into this manager's CPU buffers (allocated on the first save)."""
+        """Copy ``flat`` into this manager's CPU buffers (allocated on the first save, reused
+        after), on a few threads (:mod:`hpcflow.runtime.staging`)."""
         import torch
-        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+        from hpcflow.runtime.staging import ParallelStager
 
         if self._stager is None:
-            pin = torch.cuda.is_available()  # pinned host memory speeds device-to-host copies
-            self._stager = DefaultStager(StagingOptions(
-                use_pinned_memory=pin, use_shared_memory=False, use_async_staging=False,
-                use_non_blocking_copy=False,
-            ))
+            # pinned host memory speeds device-to-host copies
+            self._stager = ParallelStager(pin=torch.cuda.is_available())
         return self._stager.stage(flat)
 
     def _submit(self, work: Callable[[Any, int], float], flat: Any, step: int, started: float,

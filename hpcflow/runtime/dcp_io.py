@@ -3,8 +3,10 @@ computed over the bytes as they pass: nothing is read back after a save, and not
 twice for a restore.
 
 - :func:`checksum_writer`: ``FileSystemWriter`` whose streams feed every byte written to the
-  file's digests. A large write (a tensor's data) is hashed on a helper thread while the same
-  buffer goes to ``write(2)``: both release the GIL, so the two overlap. ``fsync`` comes after a
+  file's digests. A large write (a tensor's data) goes to ``write(2)`` in pieces, each hashed on
+  a helper thread while it is written (both release the GIL, so the two overlap), and the pages
+  written are handed to the disk as they fill (:mod:`hpcflow.runtime.writeback`), so the disk
+  writes while the next piece is copied instead of all at the ``fsync``. ``fsync`` comes after a
   flush, so it covers the whole file. Each rank keeps the digests of the files it wrote
   (``digests``); rank 0 gathers them into the commit record.
 - :func:`hpcflow.runtime.dcp_read.verifying_reader`: a ``FileSystemReader`` that reads each
@@ -31,9 +33,15 @@ from typing import Any
 
 from hpcflow.errors import CheckpointError
 from hpcflow.runtime import checksum
+from hpcflow.runtime.writeback import WritebackTracker
 
 #: Writes at least this large are hashed on the helper thread while they are written.
 _PARALLEL_BYTES = 1 << 20
+#: A large write goes to the file in pieces of at most this size: the hash of each is queued
+#: as it is written, and a write of one huge tensor still lets the disk start early.
+_PIECE_BYTES = 16 << 20
+#: The pages written are handed to the disk each time this many have gathered.
+_WRITEBACK_BYTES = 8 << 20
 METADATA = ".metadata"
 #: In every message of :class:`ChecksumMismatch`: how a failure gathered by DCP from another
 #: rank (only its text survives) is still known as one.
@@ -51,20 +59,26 @@ class _HashingStream:
         self._raw = raw
         self.digest = digest
         self._pool: ThreadPoolExecutor | None = None
+        self._writeback = WritebackTracker(raw.fileno(), _WRITEBACK_BYTES)
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         if view.nbytes < _PARALLEL_BYTES:
-            self.digest.update(view)
+            self.digest.update(view)  # nothing is queued: a large write waits for its hashes
             return self._raw.write(view)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcflow-ckpt-hash")
-        hashed = self._pool.submit(self.digest.update, view)
+        queued = []  # one worker: the pieces are hashed in order
         try:
-            written = self._raw.write(view)
+            for start in range(0, view.nbytes, _PIECE_BYTES):
+                piece = view[start:start + _PIECE_BYTES]
+                queued.append(self._pool.submit(self.digest.update, piece))
+                self._raw.write(piece)
+                self._writeback.written(self._raw.tell())
         finally:
-            hashed.result()  # the caller may reuse the buffer once write returns
-        return written
+            for hashed in queued:  # the caller may reuse the buffer once write returns
+                hashed.result()
+        return view.nbytes
 
     def tell(self) -> int:
         return self._raw.tell()

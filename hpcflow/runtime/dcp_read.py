@@ -1,12 +1,15 @@
 """The restore half of :mod:`hpcflow.runtime.dcp_io`: DCP's ``FileSystemReader`` that checks
 every file's checksums while it reads it, once, front to back.
 
-Per file: the bytes go through the record's digest as they are read (a large read in chunks,
-each hashed on a helper thread while the next one is read); a tensor item of at least 1 MiB
-whose target is a plain tensor of the same dtype and shape is read straight into the target (or
-into one reused buffer, then copied, for a GPU target), with no ``torch.load`` allocation and
-copy; other items go through ``torch.load(weights_only=True)`` from one reused buffer; pickled
-items wait until the whole file has passed.
+Per file: the bytes go through the record's digest as they are read, on one helper thread
+that runs behind the reads (the reader waits for it only at the end of the file, or before it
+overwrites a buffer still being hashed); a tensor item of at least 1 MiB whose target is a
+plain tensor of the same dtype and shape is read straight into the target (or into one reused
+buffer, then copied, for a GPU target), with no ``torch.load`` allocation and copy; other items
+go through ``torch.load(weights_only=True)`` from one reused buffer; pickled items wait until
+the whole file has passed. The kernel is told the file is read front to back (a larger
+read-ahead) and asked ahead for the end of every large tensor item (its zip directory, read
+before the data); reads are large, as a raw read's are (:mod:`hpcflow.runtime.hashed_reads`).
 """
 
 from __future__ import annotations
@@ -14,20 +17,18 @@ from __future__ import annotations
 import io
 import os
 import pickle
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import CheckpointError
 from hpcflow.runtime import checksum
 from hpcflow.runtime.dcp_io import METADATA, MISMATCH_WORDS, ChecksumMismatch
-
-#: Bytes read at a time for the parts of a file this rank does not load.
-_SKIP_BYTES = 8 << 20
-#: Chunks of a large read: each is hashed on a helper thread while the next one is read.
-_CHUNK_BYTES = 4 << 20
-#: Tensor items at least this large are read straight into their target.
-_DIRECT_BYTES = 1 << 20
+from hpcflow.runtime.hashed_reads import (
+    DIRECT_BYTES,
+    BufferFile,
+    HashedReads,
+    ask_for_tails,
+)
 
 
 def _reader_class() -> type:
@@ -45,6 +46,7 @@ def _reader_class() -> type:
             super().__init__(path)
             self.files = files
             self.key = key
+            self.known_metas: dict[Any, Any] = {}  # see HashedReads.tensor_record
 
         def _open_checked(self, relative: str) -> tuple[Any, checksum.StreamDigest, str]:
             entry = self.files.get(relative)
@@ -53,7 +55,10 @@ def _reader_class() -> type:
                 raise ChecksumMismatch(f"{where} {MISMATCH_WORDS}: the record does not list it")
             algorithms = checksum.checked_algorithms(entry, self.key)
             digest = checksum.StreamDigest(self.key, algorithms, all_cores=True)
-            return open(where, "rb", buffering=0), digest, str(where)
+            handle = open(where, "rb", buffering=0)  # noqa: SIM115 - the caller closes it
+            if hasattr(os, "posix_fadvise"):  # read front to back: a larger read-ahead
+                os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            return handle, digest, str(where)
 
         def _verify(self, relative: str, digest: checksum.StreamDigest, where: str) -> None:
             problem = checksum.mismatch(where, self.files[relative], digest.result())
@@ -92,7 +97,8 @@ def _reader_class() -> type:
             infos = sorted(((self.storage_data[i.storage_index], i) for i in items),
                            key=lambda pair: pair[0].offset)
             pickled: list[tuple[Any, bytes]] = []
-            with handle, _HashedReads(handle, digest, where) as reads:
+            ask_for_tails(handle.fileno(), [info for info, _ in infos])
+            with handle, HashedReads(handle, digest, where) as reads:
                 try:
                     for info, item in infos:
                         reads.skip_to(info.offset)
@@ -101,7 +107,7 @@ def _reader_class() -> type:
                             continue
                         view = reads.item(info.length)
                         stream = self.transforms.transform_load_stream(
-                            item, info.transform_descriptors or (), _BufferFile(view))
+                            item, info.transform_descriptors or (), BufferFile(view))
                         if item.type == LoadItemType.BYTE_IO:
                             pickled.append((item, stream.read()))
                             continue
@@ -132,14 +138,14 @@ def _reader_class() -> type:
             target.copy_(tensor)
             planner.commit_tensor(item, target)
 
-        def _read_direct(self, reads: _HashedReads, info: Any, item: Any, planner: Any
+        def _read_direct(self, reads: HashedReads, info: Any, item: Any, planner: Any
                          ) -> bool:
             """Read a large tensor item's data straight into its target (a contiguous CPU
             tensor of the same dtype and shape) or a reused buffer, without ``torch.load``
             allocating and copying it; False (nothing read) when the item does not qualify."""
-            if info.length < _DIRECT_BYTES or info.transform_descriptors:
+            if info.length < DIRECT_BYTES or info.transform_descriptors:
                 return False
-            found = reads.tensor_record(info.offset, info.length)
+            found = reads.tensor_record(info.offset, info.length, self.known_metas)
             if found is None:
                 return False
             meta, record_at = found
@@ -153,7 +159,8 @@ def _reader_class() -> type:
             direct = target.device.type == "cpu" and target.is_contiguous()
             dest = target if direct else reads.bounce(nbytes, meta.dtype).view(meta.shape)
             reads.item(record_at - info.offset)  # the zip entries before the data
-            reads.into(memoryview(dest.view(-1).view(torch.uint8).numpy()))
+            reads.into(memoryview(dest.view(-1).view(torch.uint8).numpy()),
+                       None if direct else "bounce")
             reads.item(info.offset + info.length - record_at - nbytes)  # and after it
             if not direct:
                 target.copy_(dest)
@@ -177,167 +184,3 @@ def verifying_reader(path: Path, files: list[dict[str, Any]], key: bytes | None)
     """
     by_path = {str(f["path"]): f for f in files if isinstance(f, dict) and "path" in f}
     return _reader_class()(path, by_path, key)
-
-
-class _SeekableRead(io.RawIOBase):
-    """A readable, seekable raw file of ``length`` bytes whose position is kept here (the
-    two readers below differ only in where the bytes come from)."""
-
-    def __init__(self, length: int) -> None:
-        super().__init__()
-        self._length = length
-        self._at = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._at
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._length}[whence]
-        self._at = max(0, base + offset)
-        return self._at
-
-
-class _BufferFile(_SeekableRead):
-    """A read-only, seekable file over a memoryview, without copying it (``io.BytesIO`` of a
-    memoryview copies it): ``torch.load`` reads a tensor's bytes from it straight into the
-    tensor's storage."""
-
-    def __init__(self, view: memoryview) -> None:
-        super().__init__(len(view))
-        self._view = view
-
-    def readinto(self, buffer: Any) -> int:
-        out = memoryview(buffer).cast("B")
-        n = max(0, min(out.nbytes, len(self._view) - self._at))
-        out[:n] = self._view[self._at:self._at + n]
-        self._at += n
-        return n
-
-
-class _HashedReads:
-    """Sequential reads of one open file, every byte fed to ``digest`` in order. A large read
-    is split into chunks, each hashed on a helper thread while the next is read (both release
-    the GIL). Small reads land in one reused buffer, so pages are faulted in once per file."""
-
-    def __init__(self, handle: Any, digest: checksum.StreamDigest, where: str) -> None:
-        self._handle, self._digest, self._where = handle, digest, where
-        self._at = 0
-        self._buffer = bytearray(0)
-        self._bounce: Any = None
-        self._pool: ThreadPoolExecutor | None = None
-
-    def __enter__(self) -> _HashedReads:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-
-    def skip_to(self, offset: int | None) -> None:
-        """Read and hash up to ``offset`` (None: the end of the file), keeping nothing."""
-        if offset is not None and offset < self._at:  # overlapping items: never written by DCP
-            raise ChecksumMismatch(f"{self._where} {MISMATCH_WORDS}: two items overlap at "
-                                   f"byte {offset}")
-        while offset is None or self._at < offset:
-            want = _SKIP_BYTES if offset is None else min(offset - self._at, _SKIP_BYTES)
-            if len(self._buffer) < want:
-                self._buffer = bytearray(want)
-            n = self._handle.readinto(memoryview(self._buffer)[:want])
-            if not n:
-                if offset is None:
-                    return
-                raise ChecksumMismatch(f"{self._where} {MISMATCH_WORDS}: it ends at byte "
-                                       f"{self._at}, before byte {offset}")
-            self._digest.update(memoryview(self._buffer)[:n])
-            self._at += n
-
-    def item(self, nbytes: int) -> memoryview:
-        """The next ``nbytes``, hashed; valid until the next call."""
-        if len(self._buffer) < nbytes:
-            self._buffer = bytearray(nbytes)
-        view = memoryview(self._buffer)[:nbytes]
-        self.into(view)
-        return view
-
-    def into(self, view: memoryview) -> None:
-        """Fill ``view`` with the next bytes, hashed."""
-        view = view.cast("B")
-        if view.nbytes >= 2 * _CHUNK_BYTES and self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="hpcflow-ckpt-hash")
-        pending = None
-        for start in range(0, view.nbytes, _CHUNK_BYTES):
-            chunk = view[start:start + _CHUNK_BYTES]
-            _read_into(self._handle, chunk, self._where, self._at)
-            self._at += chunk.nbytes
-            if self._pool is None:
-                self._digest.update(chunk)
-                continue
-            if pending is not None:
-                pending.result()  # digests are fed in order
-            pending = self._pool.submit(self._digest.update, chunk)
-        if pending is not None:
-            pending.result()
-
-    def tensor_record(self, offset: int, length: int) -> tuple[Any, int] | None:
-        """``(meta tensor, file offset of its data)`` of the ``torch.save`` zip at ``offset``
-        holding one tensor whose storage is exactly its data, read with small ``pread`` calls
-        (the zip directory and the pickle: ``torch.load(map_location="meta")`` reads no data);
-        None for anything else."""
-        import torch
-
-        view = _PreadFile(self._handle.fileno(), offset, length)
-        try:
-            meta = torch.load(view, map_location="meta", weights_only=True)
-            view.seek(0)
-            records = [r for r in torch._C.PyTorchFileReader(view).get_all_records()
-                       if r.startswith("data/")]
-            view.seek(0)
-            if not isinstance(meta, torch.Tensor) or len(records) != 1 or \
-                    not meta.is_contiguous() or meta.storage_offset() != 0 or \
-                    meta.untyped_storage().nbytes() != meta.numel() * meta.element_size():
-                return None
-            return meta, offset + torch._C.PyTorchFileReader(view).get_record_offset(records[0])
-        except Exception:  # noqa: BLE001 - not a plain tensor item: the general path reads it
-            return None
-
-    def bounce(self, nbytes: int, dtype: Any) -> Any:
-        """A reused CPU buffer of ``nbytes`` (pinned when CUDA is there), as ``dtype``."""
-        import torch
-
-        if self._bounce is None or self._bounce.numel() < nbytes:
-            self._bounce = torch.empty(nbytes, dtype=torch.uint8,
-                                       pin_memory=torch.cuda.is_available())
-        return self._bounce[:nbytes].view(dtype)
-
-
-class _PreadFile(_SeekableRead):
-    """A read-only, seekable view of ``length`` bytes at ``offset`` of an open descriptor, read
-    with ``os.pread`` (the descriptor's own position is left alone)."""
-
-    def __init__(self, fd: int, offset: int, length: int) -> None:
-        super().__init__(length)
-        self._fd, self._offset = fd, offset
-
-    def readinto(self, buffer: Any) -> int:
-        out = memoryview(buffer).cast("B")
-        want = max(0, min(out.nbytes, self._length - self._at))
-        data = os.pread(self._fd, want, self._offset + self._at)
-        out[:len(data)] = data
-        self._at += len(data)
-        return len(data)
-
-
-def _read_into(handle: Any, view: memoryview, where: str, at: int) -> None:
-    got = 0
-    while got < view.nbytes:
-        n = handle.readinto(view[got:])
-        if not n:
-            raise ChecksumMismatch(f"{where} {MISMATCH_WORDS}: it ends at byte {at + got}, "
-                                   f"within an item")
-        got += n
