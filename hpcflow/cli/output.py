@@ -107,11 +107,13 @@ class JsonCommand(click.Command):
 
 
 def check_job_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """click callback: refuse what is not a Slurm job id before Slurm is asked (exit 2)."""
+    """click callback: refuse what is not a Slurm job id before Slurm is asked (exit 2); a
+    SageMaker training job's name is pointed to its ``hpcflow sagemaker`` command."""
+    from hpcflow.cli.sagemaker import pointer
     from hpcflow.jobs import service
 
     if value is not None and (problem := service.job_id_problem(value)):
-        raise click.BadParameter(problem)
+        raise click.BadParameter(problem + pointer(ctx.info_name, value))
     return value
 
 

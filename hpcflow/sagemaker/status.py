@@ -1,31 +1,22 @@
-"""The status of a SageMaker training job, from its ``DescribeTrainingJob`` response. Pure.
-
-Fields used (SageMaker API Reference, ``DescribeTrainingJob``; the enums are botocore's
-``TrainingJobStatus`` and ``SecondaryStatus``):
-
-- ``TrainingJobStatus``: ``InProgress``, ``Completed``, ``Failed``, ``Stopping``, ``Stopped``.
-- ``SecondaryStatus`` and ``SecondaryStatusTransitions`` (``Status``, ``StartTime``,
-  ``StatusMessage``): a managed spot job that lost its instances goes through ``Interrupted``
-  and ``Restarting`` before it trains again; ``MaxWaitTimeExceeded`` ends a spot job that did
-  not finish within ``MaxWaitTimeInSeconds``.
-- ``TrainingTimeInSeconds`` and ``BillableTimeInSeconds``: with managed spot the saving is
-  ``1 - billable / training`` (developer guide, "Managed Spot Training in Amazon SageMaker AI").
-- ``FailureReason``.
-"""
+"""The status of a SageMaker training job, from its ``DescribeTrainingJob`` response (decoded by
+:func:`hpcflow.sagemaker.record.decode_describe`, whose docstring names the fields and their
+source). Pure."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-#: TrainingJobStatus values after which nothing changes.
-FINAL = ("Completed", "Failed", "Stopped")
-INTERRUPTED = "Interrupted"
+from hpcflow.sagemaker.record import FINAL, INTERRUPTED, TrainingJobRecord, decode_describe
+
+__all__ = ["FINAL", "INTERRUPTED", "SageMakerStatus", "iso", "status_from_describe",
+           "status_from_record"]
 
 
 @dataclass(frozen=True)
 class SageMakerStatus:
-    """What ``hpcflow status`` shows of a training job.
+    """What ``hpcflow sagemaker status`` shows of a training job.
 
     Attributes:
         job_name: ``TrainingJobName``.
@@ -37,7 +28,9 @@ class SageMakerStatus:
         billable_s: ``BillableTimeInSeconds``, or None.
         spot_saving: ``1 - billable / training`` for a managed spot job, or None.
         reason: ``FailureReason``, or the newest transition's message.
-        transitions: ``[{"status", "start", "message"}]``, oldest first.
+        transitions: ``[{"status", "start", "message"}]``, oldest first (``start`` in ISO 8601,
+            UTC).
+        skipped: members of the response left out because they were not of their type.
     """
 
     job_name: str
@@ -50,34 +43,32 @@ class SageMakerStatus:
     spot_saving: float | None
     reason: str
     transitions: list[dict[str, str]] = field(default_factory=list)
+    skipped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return asdict(self)
 
 
-def status_from_describe(described: dict[str, Any]) -> SageMakerStatus:
-    """Turn a ``DescribeTrainingJob`` response into a :class:`SageMakerStatus`."""
-    transitions = [
-        {"status": str(t.get("Status", "")), "start": str(t.get("StartTime", "")),
-         "message": str(t.get("StatusMessage", ""))}
-        for t in described.get("SecondaryStatusTransitions") or []
-    ]
-    training = _seconds(described.get("TrainingTimeInSeconds"))
-    billable = _seconds(described.get("BillableTimeInSeconds"))
-    saving = None
-    if described.get("EnableManagedSpotTraining") and training and billable is not None:
-        saving = round(1 - billable / training, 4)
-    status = str(described.get("TrainingJobStatus", ""))
-    reason = str(described.get("FailureReason") or (transitions[-1]["message"] if transitions
-                                                    else ""))
+def status_from_describe(described: Any) -> SageMakerStatus:
+    """Turn a ``DescribeTrainingJob`` response (any value) into a :class:`SageMakerStatus`."""
+    return status_from_record(decode_describe(described))
+
+
+def status_from_record(rec: TrainingJobRecord) -> SageMakerStatus:
+    """The :class:`SageMakerStatus` of a decoded response."""
+    transitions = [{"status": t.status, "start": iso(t.start), "message": t.message}
+                   for t in rec.transitions]
+    reason = rec.failure_reason or (rec.transitions[-1].message if rec.transitions else "")
     return SageMakerStatus(
-        job_name=str(described.get("TrainingJobName", "")), status=status,
-        secondary=str(described.get("SecondaryStatus", "")), finished=status in FINAL,
-        interruptions=sum(t["status"] == INTERRUPTED for t in transitions),
-        training_s=training, billable_s=billable, spot_saving=saving, reason=reason,
-        transitions=transitions)
+        job_name=rec.name, status=rec.status, secondary=rec.secondary, finished=rec.finished,
+        interruptions=rec.count(INTERRUPTED), training_s=rec.training_s,
+        billable_s=rec.billable_s, spot_saving=rec.spot_saving, reason=reason,
+        transitions=transitions, skipped=rec.skipped)
 
 
-def _seconds(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def iso(seconds: float | None) -> str:
+    """Unix seconds as ISO 8601 in UTC (``2027-01-15T08:00:00Z``), ``""`` for None."""
+    if seconds is None:
+        return ""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
