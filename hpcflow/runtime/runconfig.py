@@ -2,7 +2,8 @@
 "Environment the batch script exports to the program"; the names live in :mod:`hpcflow.protocol`).
 All are optional: without them a program trains without checkpoints and only reacts to SIGUSR1;
 in a SageMaker training container the checkpoint folder defaults to the one SageMaker syncs.
-No torch; the only file read is SageMaker's resource config (:mod:`hpcflow.runtime.sagemaker_env`).
+No torch; the only files read are SageMaker's resource and checkpoint configs
+(:mod:`hpcflow.runtime.sagemaker_env`).
 """
 
 from __future__ import annotations

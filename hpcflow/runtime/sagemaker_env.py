@@ -10,7 +10,17 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-training-algo-ru
 - the checkpoint folder, ``/opt/ml/checkpoints`` unless ``CheckpointConfig.LocalPath`` says
   otherwise, filled from ``CheckpointConfig.S3Uri`` before the program starts and synced back to
   it while it runs (developer guide, "Checkpoints in Amazon SageMaker AI",
-  https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html).
+  https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html). No variable names it
+  (developer guide, "SageMaker AI environment variables and the default paths for training
+  storage locations"); a request with a ``CheckpointConfig`` gets it in
+  ``/opt/ml/input/config/checkpointconfig.json`` (``LocalPath``), the file AWS's own containers
+  read (sagemaker-debugger's ``DEFAULT_CHECKPOINT_CONFIG_FILE``,
+  https://github.com/awslabs/sagemaker-debugger/blob/master/smdebug/core/config_constants.py;
+  sagemaker-xgboost-container's checkpointing,
+  https://github.com/aws/sagemaker-xgboost-container/pull/32);
+- a stop or a spot interruption: SIGTERM, then termination 120 s later (API Reference,
+  ``StoppingCondition`` and ``StopTrainingJob``:
+  https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html).
 
 The ``sagemaker-training`` toolkit exports ``SM_CURRENT_HOST``, ``SM_HOSTS`` (a JSON list) and
 ``SM_NETWORK_INTERFACE_NAME`` to the program; outside SageMaker its ``SAGEMAKER_BASE_DIR``
@@ -20,7 +30,7 @@ torchrun launcher uses the first host as the rendezvous host and port 7777 (tool
 ``src/sagemaker_training/torch_distributed.py``); without torchrun, the toolkit runs the
 program once per host.
 
-Pure apart from reading the resource config file. No torch.
+Pure apart from reading the resource config and checkpoint config files. No torch.
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ from pathlib import Path
 DEFAULT_BASE = "/opt/ml"
 BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
 RESOURCE_CONFIG = "input/config/resourceconfig.json"
+#: Where SageMaker writes the request's ``CheckpointConfig`` (``LocalPath``, ``S3Uri``).
+CHECKPOINT_CONFIG = "input/config/checkpointconfig.json"
 #: CheckpointConfig.LocalPath's default, under the container root (SageMaker API Reference).
 CHECKPOINT_SUBDIR = "checkpoints"
 #: The rendezvous port of the toolkit's torchrun launcher (torch_distributed.py, MASTER_PORT).
@@ -78,9 +90,49 @@ def in_container(environ: Mapping[str, str]) -> bool:
 
 
 def default_checkpoint_dir(environ: Mapping[str, str]) -> Path | None:
-    """``<container root>/checkpoints`` inside a SageMaker container (:func:`in_container`),
-    the folder SageMaker syncs by default; None elsewhere."""
-    return container_base(environ) / CHECKPOINT_SUBDIR if in_container(environ) else None
+    """The folder SageMaker syncs, inside a SageMaker container (:func:`in_container`): the
+    ``LocalPath`` of ``checkpointconfig.json`` (:func:`checkpoint_local_path`) when the file
+    exists, else ``<container root>/checkpoints``; None elsewhere.
+
+    Raises:
+        ValueError: ``checkpointconfig.json`` is garbled (the message names the file).
+    """
+    if not in_container(environ):
+        return None
+    return checkpoint_local_path(environ) or container_base(environ) / CHECKPOINT_SUBDIR
+
+
+def checkpoint_local_path(environ: Mapping[str, str]) -> Path | None:
+    """``CheckpointConfig.LocalPath`` from ``checkpointconfig.json`` under the container root,
+    or None when the file is absent or gives no ``LocalPath``. A path under ``/opt/ml`` is
+    placed under the container root (``SAGEMAKER_BASE_DIR``), as the toolkit places the rest.
+
+    Raises:
+        ValueError: the file cannot be read, is not a JSON object, or its ``LocalPath`` is not
+            an absolute path (the message names the file and the value).
+    """
+    path = container_base(environ) / CHECKPOINT_CONFIG
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(raw.decode("utf-8", errors="replace"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    local = data.get("LocalPath")
+    if local is None or local == "":
+        return None
+    if not isinstance(local, str) or not local.startswith("/"):
+        raise ValueError(f"{path}: LocalPath must be an absolute path, got {local!r}")
+    if local == DEFAULT_BASE or local.startswith(DEFAULT_BASE + "/"):
+        return container_base(environ) / local[len(DEFAULT_BASE):].lstrip("/")
+    return Path(local)
 
 
 def parse_resource_config(text: str, source: str = RESOURCE_CONFIG) -> ResourceConfig:
