@@ -11,7 +11,7 @@ the region being priced.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,16 +102,33 @@ def price_from_table(instance_type: str, region: str) -> Price | None:
     return Price(instance_type, usd, TABLE_SOURCE, STALE.get(instance_type, ""))
 
 
+def on_demand_usd(doc: Mapping[str, Any]) -> float | None:
+    """The first positive hourly USD price under ``terms.OnDemand`` of one ``PriceList`` entry
+    (already parsed from its JSON string), or None."""
+    for term in ((doc.get("terms") or {}).get("OnDemand") or {}).values():
+        for dim in (term.get("priceDimensions") or {}).values():
+            usd = (dim.get("pricePerUnit") or {}).get("USD")
+            if usd is not None and float(usd) > 0:
+                return float(usd)
+    return None
+
+
 def parse_price_list(price_list: Iterable[str]) -> float | None:
     """The hourly USD price in a ``GetProducts`` ``PriceList``, or None when absent."""
     for raw in price_list:
-        doc = json.loads(raw) if isinstance(raw, str) else raw
-        for term in ((doc.get("terms") or {}).get("OnDemand") or {}).values():
-            for dim in (term.get("priceDimensions") or {}).values():
-                usd = (dim.get("pricePerUnit") or {}).get("USD")
-                if usd is not None and float(usd) > 0:
-                    return float(usd)
+        usd = on_demand_usd(json.loads(raw) if isinstance(raw, str) else raw)
+        if usd is not None:
+            return usd
     return None
+
+
+def location_filter(region: str) -> dict[str, str]:
+    """The ``GetProducts`` filter that picks ``region``: its Price List ``location`` name when
+    :data:`REGION_LOCATIONS` knows it, else its ``regionCode``."""
+    location = REGION_LOCATIONS.get(region)
+    if location:
+        return {"Type": "TERM_MATCH", "Field": "location", "Value": location}
+    return {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region}
 
 
 def price_from_api(client: Any, instance_type: str, region: str) -> Price | None:
@@ -122,18 +139,14 @@ def price_from_api(client: Any, instance_type: str, region: str) -> Price | None
     Raises:
         botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError: the call failed.
     """
-    location = REGION_LOCATIONS.get(region)
     filters: list[Mapping[str, str]] = [
         {"Type": "TERM_MATCH", "Field": "instanceType", "Value": instance_type},
         {"Type": "TERM_MATCH", "Field": "operatingSystem", "Value": "Linux"},
         {"Type": "TERM_MATCH", "Field": "tenancy", "Value": "Shared"},
         {"Type": "TERM_MATCH", "Field": "preInstalledSw", "Value": "NA"},
         {"Type": "TERM_MATCH", "Field": "capacitystatus", "Value": "Used"},
+        location_filter(region),
     ]
-    if location:
-        filters.append({"Type": "TERM_MATCH", "Field": "location", "Value": location})
-    else:
-        filters.append({"Type": "TERM_MATCH", "Field": "regionCode", "Value": region})
     resp = client.get_products(ServiceCode="AmazonEC2", Filters=filters, MaxResults=10)
     usd = parse_price_list(resp.get("PriceList") or [])
     return None if usd is None else Price(instance_type, usd, f"price-list-api:{region}")
@@ -185,7 +198,34 @@ def lookup_prices(instance_types: Iterable[str], region: str, source: str = "aut
 
 def _ask_api(types: list[str], region: str, source: str, client: Any,
              prices: dict[str, Price], notes: list[str]) -> None:
-    """Fill ``prices`` from the Price List API; botocore is imported only here."""
+    """Fill ``prices`` from the Price List API."""
+    def ask(cli: Any) -> None:
+        for it in types:
+            p = price_from_api(cli, it, region)
+            if p:
+                prices[it] = p
+
+    ask_price_list(ask, source, client, notes, f"shipped, dated {TABLE_AS_OF}, unverified")
+
+
+def ask_price_list(ask: Callable[[Any], None], source: str, client: Any, notes: list[str],
+                   table: str) -> bool:
+    """Run ``ask(client)`` (a ``pricing`` client made with :func:`make_pricing_client` when
+    ``client`` is None); botocore is imported only here.
+
+    Args:
+        ask: the ``GetProducts`` calls; it fills the caller's prices.
+        source: ``api`` (a failure is an error) or ``auto`` (a failure is a note).
+        notes: where the note goes.
+        table: what ``--price-source table`` gives instead, for the messages.
+
+    Returns:
+        True when every call answered.
+
+    Raises:
+        Ec2Error: ``source`` is ``api`` and the Price List API could not be asked (or botocore,
+            the ``aws`` extra, is not installed).
+    """
     try:
         from botocore.exceptions import BotoCoreError, ClientError
     except ImportError:
@@ -193,18 +233,15 @@ def _ask_api(types: list[str], region: str, source: str, client: Any,
             raise Ec2Error("--price-source api needs boto3, which is not installed: pip install "
                            "'hpcflow[aws]', or use --price-source table") from None
         notes.append("Price List API not asked (boto3 is not installed); using the shipped table")
-        return
+        return False
     try:
-        cli = client or make_pricing_client()
-        for it in types:
-            p = price_from_api(cli, it, region)
-            if p:
-                prices[it] = p
+        ask(client or make_pricing_client())
     except (BotoCoreError, ClientError) as exc:
         if source == "api":
             raise Ec2Error(f"--price-source api: the AWS Price List API could not be asked "
                            f"({type(exc).__name__}: {exc}); check your AWS credentials and "
-                           "network, or use --price-source table (shipped, dated "
-                           f"{TABLE_AS_OF}, unverified)") from None
+                           f"network, or use --price-source table ({table})") from None
         notes.append(f"Price List API not reachable ({type(exc).__name__}); using the shipped "
                      "table")
+        return False
+    return True

@@ -49,7 +49,8 @@ plan.add_command(layout)
               help="Training seconds between saves [default: the best interval].")
 @click.option("--price-source", type=click.Choice(["auto", "api", "table"]), default="auto",
               show_default=True,
-              help="AWS Price List API, the shipped dated table, or the API then the table.")
+              help="AWS Price List API, the shipped dated tables, or the API then the tables "
+                   "(EC2, SageMaker training and HyperPod prices alike).")
 @click.option("--region", default="us-east-1", show_default=True, help="Region to price.")
 @click.option("--runs", "runs_text", default="200", show_default=True, metavar="N",
               help="Simulated jobs (Monte-Carlo).")
@@ -68,8 +69,8 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
     lost work, restarts and start-ups, the best checkpoint interval, and the bill (on-demand and
     spot) with the cost of one useful GPU-hour. The closed form and a seeded simulation are
     shown side by side (docs/plan.md). The same run is priced on each platform: ParallelCluster
-    on-demand and spot (EC2 prices), SageMaker training on-demand and managed spot (SageMaker's
-    ml. prices)."""
+    on-demand and spot (EC2 prices), a SageMaker HyperPod cluster on-demand, and SageMaker
+    training on-demand and managed spot (SageMaker's ml. prices)."""
     from hpcflow.errors import SpecError
     from hpcflow.fsutil import output_problem
     from hpcflow.plan.goodput import predict
@@ -93,7 +94,9 @@ def goodput(nodes_text: str, instance_type: str, hours_text: str, job_id: str | 
                           "too many failures or saves per job)")
     cost, price_notes, ec2_price = _cost(instance_type, region, price_source, inputs.nodes,
                                          inputs.hours, pred.gpu_hours["useful"])
-    platforms = _platforms(instance_type, region, inputs, pred.gpu_hours["useful"], ec2_price)
+    platforms, platform_notes = _platforms(instance_type, region, price_source, inputs,
+                                           pred.gpu_hours["useful"], ec2_price)
+    price_notes.extend(n for n in platform_notes if n not in price_notes)
     if svg_path is not None:
         _write_svg(svg_path, inputs, instance_type)
     if as_json:
@@ -187,9 +190,10 @@ def _cost(instance_type: str, region: str, source: str, nodes: int, hours: float
         price
 
 
-def _platforms(instance_type: str, region: str, inputs: Any, useful_gpu_hours: float,
-               ec2_price: Any) -> list[Any]:
-    """The run on ParallelCluster (EC2 prices) and as a SageMaker training job (SageMaker's)."""
+def _platforms(instance_type: str, region: str, source: str, inputs: Any,
+               useful_gpu_hours: float, ec2_price: Any) -> tuple[list[Any], list[str]]:
+    """The run on ParallelCluster (EC2 prices), on a HyperPod cluster and as a SageMaker
+    training job (SageMaker's prices), and notes on where SageMaker's prices came from."""
     from hpcflow.aws import sagemaker_pricing as sm
     from hpcflow.pcluster.cost import SPOT_HIGH_FRACTION, SPOT_LOW_FRACTION
     from hpcflow.plan.platforms import Rate, compare_platforms
@@ -197,15 +201,17 @@ def _platforms(instance_type: str, region: str, inputs: Any, useful_gpu_hours: f
     pc = None if ec2_price is None else Rate(ec2_price.usd_per_hour,
                                              (SPOT_LOW_FRACTION, SPOT_HIGH_FRACTION),
                                              ec2_price.source, ec2_price.caveat)
-    price = sm.sagemaker_price(instance_type, region)
-    sagemaker = None if price is None else Rate(price.usd_per_hour, (sm.SPOT_LOW_FRACTION,
-                                                sm.SPOT_HIGH_FRACTION), price.source, price.caveat)
-    return compare_platforms(inputs.nodes, inputs.hours, useful_gpu_hours,
-                             parallelcluster=pc, sagemaker=sagemaker)
+    prices, notes = sm.lookup_sagemaker_prices(instance_type, region, source)
+    rates = {use: Rate(p.usd_per_hour, (sm.SPOT_LOW_FRACTION, sm.SPOT_HIGH_FRACTION)
+                       if use == sm.TRAINING else None, p.source, p.caveat)
+             for use, p in prices.items()}
+    rows = compare_platforms(inputs.nodes, inputs.hours, useful_gpu_hours, parallelcluster=pc,
+                             sagemaker=rates.get(sm.TRAINING), hyperpod=rates.get(sm.HYPERPOD))
+    return rows, notes
 
 
 def _print_platforms(rows: list[Any], instance_type: str, region: str) -> None:
-    from hpcflow.plan.platforms import PLATFORMS
+    from hpcflow.plan.platforms import HYPERPOD_NOTE, PLATFORMS
 
     def span(low: float, high: float) -> str:
         return f"{low:,.2f}" if low == high else f"{low:,.2f}-{high:,.2f}"
@@ -227,6 +233,8 @@ def _print_platforms(rows: list[Any], instance_type: str, region: str) -> None:
     for row in rows:
         if row.caveat and row.platform.endswith("-on-demand"):
             click.echo(f"note: {row.platform.removesuffix('-on-demand')}: {row.caveat}")
+    if "hyperpod-on-demand" in known:
+        click.echo(f"note: {HYPERPOD_NOTE}")
 
 
 def _write_svg(path: Path, inputs: Any, instance_type: str) -> None:

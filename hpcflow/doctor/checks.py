@@ -29,6 +29,7 @@ import re
 
 from hpcflow.check_result import CheckResult, fail, ok, warn
 from hpcflow.doctor.hyperpod import check_hyperpod
+from hpcflow.doctor.hyperpod_checks import hyperpod_node_checks
 from hpcflow.doctor.probe import Probe
 from hpcflow.nccl.checks import check_plugin_path, check_socket_ifname, loader_conf_dirs
 from hpcflow.nccl.presets import Versions, contradicting_settings, node_facts, preset_env
@@ -322,14 +323,17 @@ def check_shared_fs(probe: Probe, shared_dir: str, checkpoint_dir: str | None) -
 
 
 def run_all(probe: Probe, *, instance: str | None = None, shared_dir: str = "/fsx",
-            checkpoint_dir: str | None = None) -> list[CheckResult]:
+            checkpoint_dir: str | None = None, root: str = "/") -> list[CheckResult]:
     """Every check, in the order ``hpcflow doctor`` prints them; the ``hyperpod`` line first,
-    on a SageMaker HyperPod node only (:func:`hpcflow.doctor.hyperpod.check_hyperpod`)."""
+    then the HyperPod node's own (:mod:`hpcflow.doctor.hyperpod_checks`, files read under
+    ``root``), on a SageMaker HyperPod node only
+    (:func:`hpcflow.doctor.hyperpod.check_hyperpod`)."""
     itype, where = instance_type(probe, instance)
     versions, lib = library_versions(probe)
     slurm, config = check_slurm(probe)
     hyperpod = check_hyperpod(probe)
-    return [*([hyperpod] if hyperpod else []), check_instance(itype, where),
+    own = hyperpod_node_checks(probe, root) if hyperpod else []
+    return [*([hyperpod] if hyperpod else []), *own, check_instance(itype, where),
             check_gpus(probe, itype), check_efa(probe, itype),
             check_nccl(versions, lib), check_plugin(probe, versions, itype),
             check_preset(probe, itype, versions), check_ifname(probe), slurm,

@@ -11,7 +11,10 @@ is the exact shape, checked by :func:`hpcflow.aws.requests.request_problems`):
 - ``Environment``: the spec's ``env``, then hpcflow's own settings (they win): the checkpoint
   folder (``CheckpointConfig.LocalPath``), interval, keep, parallelism.
 - ``StoppingCondition``: ``MaxRuntimeInSeconds`` = ``time_limit``; with managed spot
-  ``MaxWaitTimeInSeconds`` = ``time_limit x (1 + sagemaker.expected_interruptions)``.
+  ``MaxWaitTimeInSeconds`` = ``sagemaker.max_wait`` when given, else ``time_limit x (1 + k)``
+  with ``k`` = ``sagemaker.expected_interruptions`` when given, else the planner's 95th
+  percentile of spot interruptions for ``nodes`` and ``time_limit``
+  (:func:`hpcflow.plan.spot_wait.spot_max_wait`).
 - ``EnableManagedSpotTraining`` = ``sagemaker.spot``; ``CheckpointConfig`` = ``{S3Uri:
   checkpoint.s3_uri, LocalPath: sagemaker.checkpoint_local_path}``.
 """
@@ -87,7 +90,7 @@ def build_request(spec: JobSpec, *, job_name: str | None = None) -> dict[str, An
     entry, args = container_command(spec)
     stopping = {"MaxRuntimeInSeconds": spec.time_limit_s}
     if sm.spot:
-        stopping["MaxWaitTimeInSeconds"] = sm.max_wait_s(spec.time_limit_s)
+        stopping["MaxWaitTimeInSeconds"] = sm.max_wait_s(spec.time_limit_s, spec.nodes)
     request: dict[str, Any] = {
         "TrainingJobName": job_name or training_job_name(spec),
         "RoleArn": sm.role_arn,

@@ -9,7 +9,11 @@ request's exact shape; the SageMaker API Reference says the rest):
 - ``RoleArn``: ``arn:aws[a-z-]*:iam::<12 digits>:role/<name>``.
 - ``TrainingImage``: at most 255 characters.
 - ``StoppingCondition``: ``MaxRuntimeInSeconds`` at most 28 days (2,419,200 s; API Reference,
-  ``StoppingCondition``); with managed spot ``MaxWaitTimeInSeconds`` must be at least it.
+  ``StoppingCondition``); with managed spot ``MaxWaitTimeInSeconds`` must be at least it, and
+  SageMaker refuses it without managed spot ("Invalid MaxWaitTimeInSeconds. It is only supported
+  when EnableManagedSpotTraining is set to true"). hpcflow derives it from the time limit and
+  the spot interruptions the planner expects (:mod:`hpcflow.plan.spot_wait`) unless
+  ``max_wait`` or ``expected_interruptions`` is given.
 - ``CheckpointConfig.LocalPath``: default ``/opt/ml/checkpoints``, synced both ways with
   ``S3Uri`` (API Reference, ``CheckpointConfig``; developer guide, "Checkpoints in Amazon
   SageMaker AI", https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html).
@@ -18,9 +22,9 @@ request's exact shape; the SageMaker API Reference says the rest):
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from hpcflow.spec.job_fields import (
     CONTROL_RE,
@@ -30,6 +34,7 @@ from hpcflow.spec.job_fields import (
     path_text,
 )
 from hpcflow.spec.s3uri import parse_s3_uri
+from hpcflow.spec.timefmt import format_time_limit, parse_time_limit
 
 if TYPE_CHECKING:
     from hpcflow.spec.job import JobSpec
@@ -53,6 +58,11 @@ MAX_ENV_ENTRIES = 100
 MAX_EXPECTED_INTERRUPTIONS = 100
 #: SageMaker's instance type names are EC2's with this prefix (hpcflow.aws.requests).
 ML_PREFIX = "ml."
+
+
+def _duration_text(value: Any) -> str | None:
+    """``max_wait`` kept as ``[D-]HH:MM:SS``, or None (ValueError says what is allowed)."""
+    return None if value is None else format_time_limit(parse_time_limit(value))
 
 
 class SageMakerSpec(SpecModel):
@@ -84,10 +94,18 @@ class SageMakerSpec(SpecModel):
         default=True,
         description="Managed spot training (EnableManagedSpotTraining); false: on-demand.",
     )
-    expected_interruptions: StrictInt = Field(
-        default=1, ge=0, le=MAX_EXPECTED_INTERRUPTIONS,
+    expected_interruptions: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_EXPECTED_INTERRUPTIONS,
         description="Spot interruptions the job should survive: MaxWaitTimeInSeconds = "
-                    "time_limit x (1 + this), time to wait for capacity and rerun.",
+                    "time_limit x (1 + this), time to wait for capacity and rerun. Default: "
+                    "the planner's 95th percentile for the nodes and time limit (at least 1; "
+                    "docs/sagemaker.md).",
+    )
+    max_wait: Annotated[str | None, BeforeValidator(_duration_text)] = Field(
+        default=None,
+        json_schema_extra={"limits": "at least time_limit, at most 365 days; managed spot only"},
+        description='MaxWaitTimeInSeconds itself, as "HH:MM:SS" or "D-HH:MM:SS" (the time_limit '
+                    "forms); overrides the derived wait. Leave out expected_interruptions with it.",
     )
     checkpoint_local_path: str = Field(
         default=DEFAULT_CHECKPOINT_LOCAL_PATH,
@@ -149,11 +167,23 @@ class SageMakerSpec(SpecModel):
             raise ValueError("must be an interpreter name or absolute path, e.g. python3")
         return value
 
-    def max_wait_s(self, time_limit_s: int) -> int:
-        """MaxWaitTimeInSeconds for a job whose MaxRuntimeInSeconds is ``time_limit_s``: the
-        run time plus one more run time's wait per expected interruption (the guides' "at least
-        twice the run time" with the default of one)."""
-        return time_limit_s * (1 + self.expected_interruptions)
+    @property
+    def max_wait_given_s(self) -> int | None:
+        """``max_wait`` in seconds, or None when not given."""
+        return None if self.max_wait is None else parse_time_limit(self.max_wait)
+
+    def max_wait_s(self, time_limit_s: int, nodes: int) -> int:
+        """MaxWaitTimeInSeconds for a job of ``nodes`` instances whose MaxRuntimeInSeconds is
+        ``time_limit_s``: ``max_wait`` when given; else the run time plus one more run time's
+        wait per interruption, ``expected_interruptions`` of them when given, else the
+        planner's (:func:`hpcflow.plan.spot_wait.spot_max_wait`, with its bounds)."""
+        from hpcflow.plan.spot_wait import MAX_WAIT_S, spot_max_wait
+
+        if (given := self.max_wait_given_s) is not None:
+            return given
+        if self.expected_interruptions is not None:
+            return min(time_limit_s * (1 + self.expected_interruptions), MAX_WAIT_S)
+        return spot_max_wait(time_limit_s, nodes).max_wait_s
 
 
 def sagemaker_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:
@@ -182,6 +212,7 @@ def sagemaker_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:
     if spec.time_limit_s > MAX_RUNTIME_S:
         problems.append(("time_limit", spec.time_limit, "with platform: sagemaker it must be "
                          f"at most 28 days ({MAX_RUNTIME_S} s, MaxRuntimeInSeconds)"))
+    problems.extend(_max_wait_problems(spec))
     if spec.container is not None:
         problems.append(("container", "{...}", "is a pyxis image for Slurm; with platform: "
                          "sagemaker leave it out (the image is sagemaker.image)"))
@@ -198,6 +229,23 @@ def sagemaker_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:
                          "nodes; with platform: sagemaker leave it out (the image's working "
                          "folder is used)"))
     return problems
+
+
+def _max_wait_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:
+    sm = spec.sagemaker
+    if sm is None or sm.max_wait is None:
+        return []
+    if not sm.spot:
+        return [("sagemaker.max_wait", sm.max_wait, "is for managed spot only (SageMaker refuses "
+                 "MaxWaitTimeInSeconds without it); leave it out with spot: false")]
+    if sm.expected_interruptions is not None:
+        return [("sagemaker.max_wait", sm.max_wait, "and sagemaker.expected_interruptions both "
+                 "set the wait; give one of them")]
+    if (wait := sm.max_wait_given_s or 0) < spec.time_limit_s:
+        return [("sagemaker.max_wait", sm.max_wait, f"must be at least time_limit "
+                 f"({spec.time_limit} = {spec.time_limit_s} s; SageMaker's "
+                 f"MaxWaitTimeInSeconds >= MaxRuntimeInSeconds), not {wait} s")]
+    return []
 
 
 def _env_problems(spec: JobSpec) -> list[tuple[str, Any, str]]:

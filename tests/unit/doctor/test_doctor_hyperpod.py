@@ -64,6 +64,9 @@ def test_parse_resource_config_keeps_the_files_order():
 
 
 def test_run_all_puts_the_hyperpod_line_first_on_a_hyperpod_node():
-    results = run_all(_probe(CONFIG), instance="p5.48xlarge")
-    assert results[0].name == "hyperpod" and results[1].name == "instance"
+    results = [r.name for r in run_all(_probe(CONFIG), instance="p5.48xlarge")]
+    assert results[0] == "hyperpod"
+    # then the node's own lines (test_doctor_hyperpod_node.py), then the checks of any node
+    first = next(i for i, name in enumerate(results) if not name.startswith("hyperpod"))
+    assert results[first] == "instance" and results[1] == "hyperpod-config"
     assert "hyperpod" not in [r.name for r in run_all(_probe(None), instance="p5.48xlarge")]

@@ -59,4 +59,4 @@ def test_the_first_dry_run_prints_the_request_the_page_shows(monkeypatch):
 def test_plan_goodput_help_names_the_platforms():
     out = CliRunner().invoke(cli, ["plan", "goodput", "--help"])
     assert "ParallelCluster" in out.output and "SageMaker" in out.output
-    assert "managed spot" in out.output
+    assert "managed spot" in out.output and "HyperPod cluster on-demand" in out.output
