@@ -64,19 +64,22 @@ def submit(spec: str, overrides: tuple[str, ...], dry_run: bool, follow: bool,
                           as_json=as_json)
         return
     result = service.submit(spec, overrides, dry_run=dry_run, allow_shared_dir=allow_shared_dir)
+    for line in result.notes:
+        click.echo(f"hpcflow: {line}", err=True)
     for line in result.warnings:
         click.echo(f"hpcflow: warning: {line}", err=True)
     if dry_run:
         if as_json:
             emit_json({"job_id": None, "run_dir": str(result.run_dir), "script": result.script,
-                       "env": result.env, "warnings": list(result.warnings)})
+                       "env": result.env, "warnings": list(result.warnings),
+                       "notes": list(result.notes)})
         else:
             print_script(result.script)
         return
     if as_json:
         emit_json({"job_id": result.job_id, "run_dir": str(result.run_dir),
                    "script_path": str(result.script_path), "log": str(result.log_path),
-                   "warnings": list(result.warnings)})
+                   "warnings": list(result.warnings), "notes": list(result.notes)})
     else:
         click.echo(f"submitted job {result.job_id}  run dir: {result.run_dir}")
         click.echo(f"log: {result.log_path}")

@@ -183,6 +183,9 @@ class SupervisorSettings:
         spot_watch_nodes: nodes to run a spot watcher on (0: none).
         warm_standby: steps get a warm standby (``resilience.warm_standby``).
         allow_shared_dir: the job was submitted with ``--allow-shared-dir``.
+        auto_resume: the step runs as ``srun --auto-resume=1`` (``hyperpod.auto_resume``):
+            SageMaker HyperPod replaces a faulty node and reruns the step, and the supervisor's
+            rules leave node faults to it (:func:`hpcflow.supervisor.rules.after_failed_step`).
     """
 
     protocol_version: int | None = None
@@ -210,10 +213,12 @@ class SupervisorSettings:
     max_failures: int = 0
     exclude_after: int = 0
     allow_shared_dir: bool = False
+    auto_resume: bool = False
 
     def encode(self) -> dict[str, Any]:
         """The JSON form (what the batch script carries): every member, but the resilience
-        bounds only with ``resilience`` and ``allow_shared_dir`` only when true."""
+        bounds only with ``resilience``, and ``allow_shared_dir`` and ``auto_resume`` only when
+        true."""
         out = asdict(self)
         out["env"] = self.env.variables()
         if self.step is not None:
@@ -224,8 +229,9 @@ class SupervisorSettings:
         if not self.resilience:
             for name in ("max_in_job_restarts", "max_failures", "exclude_after"):
                 del out[name]
-        if not self.allow_shared_dir:
-            del out["allow_shared_dir"]
+        for name in ("allow_shared_dir", "auto_resume"):
+            if not out[name]:
+                del out[name]
         return out
 
     @classmethod
@@ -284,7 +290,7 @@ _SETTINGS_KINDS = {
     "signal_lead_s": "count", "time_limit_s": "count", "hpcflow_python": "str", "env": "map",
     "step": "map", "watchdog": "map?", "mirror": "map?", "spot_watch_nodes": "count",
     "warm_standby": "bool", "max_in_job_restarts": "count", "max_failures": "count",
-    "exclude_after": "count", "allow_shared_dir": "bool",
+    "exclude_after": "count", "allow_shared_dir": "bool", "auto_resume": "bool",
 }
 
 

@@ -23,6 +23,7 @@ import yaml
 
 from hpcflow import ending_kinds, fsutil
 from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
+from hpcflow.hyperpod.node import hyperpod_node_fact, submit_verdict
 from hpcflow.jobs import records, trust
 from hpcflow.jobs.fit import fit_warning
 from hpcflow.jobs.runnable import program_verdict
@@ -51,7 +52,10 @@ class SubmitResult:
         env: the spec's ``env`` as ``--json`` shows it: values read from a file masked
             (:func:`hpcflow.spec.envvalues.shown_env`).
         warnings: what to know before the job runs (:func:`hpcflow.jobs.fit.fit_warning`,
-            :func:`hpcflow.jobs.runnable.program_verdict`).
+            :func:`hpcflow.jobs.runnable.program_verdict`, :func:`hpcflow.hyperpod.node.
+            submit_verdict`).
+        notes: what the node is, when that changes the job (a SageMaker HyperPod node, and the
+            fact that says so: :func:`hpcflow.hyperpod.node.submit_verdict`).
     """
 
     job_id: str | None
@@ -61,6 +65,7 @@ class SubmitResult:
     name: str = ""
     env: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def log_path(self) -> Path | None:
@@ -90,7 +95,9 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
             instance (:func:`hpcflow.jobs.fit.fit_warning`; nothing written).
         SubmitError: ``program.argv[0]`` cannot be executed where this host sees it
             (:func:`hpcflow.jobs.runnable.program_verdict`; a name found nowhere is only a
-            warning), the run directory or hpcflow's job index cannot be written (nothing
+            warning), ``hyperpod.auto_resume`` on a node that is not a SageMaker HyperPod
+            node (:func:`hpcflow.hyperpod.node.submit_verdict`; a warning with ``dry_run``),
+            the run directory or hpcflow's job index cannot be written (nothing
             submitted), or sbatch refused the job (the message carries its stderr). A refused
             submission leaves the run directory as it was: files and folders it created are
             removed, and the spec and script of the job that used it before are put back.
@@ -99,7 +106,11 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     program = program_verdict(spec)
     if program.level == "error":
         raise SubmitError(program.message)
-    warnings = tuple(w for w in [fit_warning(spec), program.message] if w)
+    node = submit_verdict(auto_resume=bool(spec.hyperpod and spec.hyperpod.auto_resume),
+                          fact=hyperpod_node_fact(), dry_run=dry_run)
+    if node.error is not None:
+        raise SubmitError(node.error)
+    warnings = (*(w for w in [fit_warning(spec), program.message] if w), *node.warnings)
     script = job_script(spec, python=python or sys.executable, allow_shared_dir=allow_shared_dir)
     run_dir = Path(spec.run_dir)
     check_run_dir(run_dir)
@@ -111,7 +122,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     trust.check_state_files(run_dir)
     if dry_run:
         return SubmitResult(None, run_dir, script, None, name=spec.name, env=shown_env(spec.env),
-                            warnings=warnings)
+                            warnings=warnings, notes=node.notes)
     try:
         records.check_index_writable()
     except OSError as exc:
@@ -140,7 +151,7 @@ def submit(spec_path: str | Path, overrides: Sequence[str] = (), *, dry_run: boo
     rec = records.JobRecord(job_id, spec.name, str(run_dir), records.now())
     records.record_submission(rec, script, resolved)
     return SubmitResult(job_id, run_dir, script, script_path, name=spec.name,
-                        env=shown_env(spec.env), warnings=warnings)
+                        env=shown_env(spec.env), warnings=warnings, notes=node.notes)
 
 
 #: Top-level folders of a Linux system (the Filesystem Hierarchy Standard's, and /home): a run

@@ -28,6 +28,7 @@ from hpcflow.contract import (
 )
 from hpcflow.resources import data_dir
 from hpcflow.spec.job import JobSpec
+from hpcflow.spec.job_hyperpod import AUTO_RESUME_OPTION
 
 TEMPLATE = "train.sbatch.j2"
 
@@ -117,7 +118,10 @@ def srun_options(spec: JobSpec) -> list[str]:
 
     Counts are given explicitly: since Slurm 22.05 srun no longer reads ``--cpus-per-task`` from
     the batch environment (Slurm 22.05 RELEASE_NOTES; srun(1) ``--cpus-per-task``), and
-    ``SLURM_NTASKS`` from sbatch would otherwise override the torchrun layout.
+    ``SLURM_NTASKS`` from sbatch would otherwise override the torchrun layout. With
+    ``hyperpod.auto_resume``, SageMaker HyperPod's ``--auto-resume=1`` (AWS, "Automatic node
+    recovery and auto-resume", https://docs.aws.amazon.com/sagemaker/latest/dg/
+    sagemaker-hyperpod-resiliency-slurm-auto-resume.html).
     """
     if spec.launcher == "torchrun":  # one torchrun per node spawns the node's ranks
         tasks_per_node, cpus_per_task = 1, spec.tasks_per_node * spec.cpus_per_task
@@ -138,6 +142,8 @@ def srun_options(spec: JobSpec) -> list[str]:
         words.append(f"--container-image={spec.container.image}")
         if spec.container.mounts:
             words.append("--container-mounts=" + ",".join(spec.container.mounts))
+    if spec.hyperpod is not None and spec.hyperpod.auto_resume:  # hpcflow.spec.job_hyperpod
+        words.append(AUTO_RESUME_OPTION)
     return words
 
 
@@ -258,6 +264,7 @@ def supervisor_settings(spec: JobSpec, *, python: str | None = None,
         max_failures=res.max_failures if res is not None else 0,
         exclude_after=res.exclude_after_failures if res is not None else 0,
         allow_shared_dir=allow_shared_dir,
+        auto_resume=bool(spec.hyperpod is not None and spec.hyperpod.auto_resume),
     )
 
 

@@ -47,6 +47,7 @@ from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_L
     raise_problems,
     time_limit_text,
 )
+from hpcflow.spec.job_hyperpod import HyperPodJobSpec, hyperpod_problems
 from hpcflow.spec.job_layout import ModelShapeSpec, NetworkSpec, ParallelismSpec  # noqa: F401 - re-exported
 from hpcflow.spec.job_lead import lead_for_short_jobs, lead_problems
 from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's public names
@@ -164,6 +165,8 @@ class JobSpec(SpecModel):
     )
     sagemaker: SageMakerSpec | None = Field(
         default=None, description="Image, role, instance type and spot settings of platform: sagemaker.")
+    hyperpod: HyperPodJobSpec | None = Field(
+        default=None, description="SageMaker HyperPod's own recovery for the step (docs/hyperpod.md).")
     parallelism: ParallelismSpec | None = Field(
         default=None,
         description=(
@@ -309,6 +312,7 @@ class JobSpec(SpecModel):
             if unreachable is not None:
                 problems.append(("env.NCCL_SOCKET_IFNAME", ifname, "; ".join(unreachable)))
         problems.extend(sagemaker_problems(self))
+        problems.extend(hyperpod_problems(self))
         raise_problems(problems)
         return self
 

@@ -32,10 +32,18 @@ def step_argv(cfg: Settings, *, job_id: str, exclude: Sequence[str] = (),
               rdzv_host: str = "", nnodes: str = "") -> list[str]:
     """The step's command: ``srun <options> [--exclude=<hosts>] [torchrun ...] <program>``.
 
+    Under SageMaker HyperPod's auto-resume (``cfg.auto_resume``; the options then hold
+    ``--auto-resume=1``, :func:`hpcflow.slurm.render.srun_options`) the step never gets
+    ``--exclude``: HyperPod replaces a faulty node in the job and reruns this same command (AWS,
+    "Automatic node recovery and auto-resume", https://docs.aws.amazon.com/sagemaker/latest/dg/
+    sagemaker-hyperpod-resiliency-slurm-auto-resume.html), so a host named here could be the
+    node it put in.
+
     Args:
         cfg: the supervisor's settings (:func:`hpcflow.slurm.render.supervisor_config`).
         job_id: ``SLURM_JOB_ID`` (torchrun's rendezvous id and port).
-        exclude: hosts the step avoids (nodes excluded after failures).
+        exclude: hosts the step avoids (nodes excluded after failures; ignored under
+            auto-resume).
         rdzv_host: torchrun's rendezvous host, the allocation's first.
         nnodes: ``SLURM_NNODES`` for torchrun's ``--nnodes`` ("": the spec's ``nodes``).
     """
@@ -44,7 +52,7 @@ def step_argv(cfg: Settings, *, job_id: str, exclude: Sequence[str] = (),
     if step is None:
         raise ValueError("the supervisor's settings have no step")
     argv = ["srun", *step.srun]
-    if exclude:
+    if exclude and not cfg.auto_resume:
         argv.append(f"--exclude={','.join(exclude)}")
     torchrun = step.torchrun
     if torchrun:
@@ -101,8 +109,10 @@ def try_env(cfg: Settings, paths: facts.Paths, try_: int) -> dict[str, str]:
 
 def watchdog_argv(cfg: Settings, paths: facts.Paths, try_: int) -> list[str]:
     """The hang watchdog beside one step (``python -m hpcflow.watchdog``): the try's folders and
-    ids, and the :class:`~hpcflow.contract.WatchdogSettings` as one JSON word (``--settings``);
-    ``[]`` without the watchdog."""
+    ids, the :class:`~hpcflow.contract.WatchdogSettings` as one JSON word (``--settings``),
+    and ``--auto-resume`` under HyperPod's auto-resume (it then judges only ranks of a step
+    that still runs: :func:`hpcflow.watchdog.hang.live_beats`); ``[]`` without the
+    watchdog."""
     cfg = SupervisorSettings.decode(cfg)
     wd = cfg.watchdog
     if wd is None:
@@ -112,7 +122,7 @@ def watchdog_argv(cfg: Settings, paths: facts.Paths, try_: int) -> list[str]:
             "--run-dir", str(paths.run_dir), "--job-id", paths.job_id,
             "--restart", str(paths.restart), "--try", str(try_),
             "--settings", json.dumps(wd.encode(), separators=(",", ":"), sort_keys=True),
-            "--parent-pid", str(os.getpid())]
+            *(["--auto-resume"] if cfg.auto_resume else []), "--parent-pid", str(os.getpid())]
 
 
 def spot_watch_argv(cfg: Settings, job_id: str) -> list[str]:

@@ -45,7 +45,8 @@ class Job:
             max_preemptions=cfg.max_preemptions,
             requeue_allowed=cfg.requeue_allowed, resilience=cfg.resilience,
             max_in_job_restarts=cfg.max_in_job_restarts,
-            max_failures=cfg.max_failures, exclude_after=cfg.exclude_after)
+            max_failures=cfg.max_failures, exclude_after=cfg.exclude_after,
+            auto_resume=cfg.auto_resume)
 
     @property
     def protocol(self) -> str:

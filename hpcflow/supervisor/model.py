@@ -30,6 +30,8 @@ class Limits:
         max_in_job_restarts: ``resilience.max_in_job_restarts``.
         max_failures: ``resilience.max_failures``.
         exclude_after: ``resilience.exclude_after_failures``.
+        auto_resume: the step runs under SageMaker HyperPod's ``srun --auto-resume=1``
+            (``hyperpod.auto_resume``): node faults are HyperPod's, not the supervisor's.
     """
 
     ntasks: int
@@ -41,6 +43,7 @@ class Limits:
     max_in_job_restarts: int = 0
     max_failures: int = 0
     exclude_after: int = 0
+    auto_resume: bool = False
 
 
 @dataclass(frozen=True)

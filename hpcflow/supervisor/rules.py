@@ -104,9 +104,24 @@ def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try
     before the first one, a rank lost (:func:`_lost_a_joined_rank`: the program restores nothing
     and starts again from step 0, so a rank lost early costs the steps run so far, not the
     allocation); the failure budget.
+
+    Under SageMaker HyperPod's auto-resume (``limits.auto_resume``, the step is ``srun
+    --auto-resume=1``) node faults are HyperPod's: when a step fails and its health checks find a
+    faulty node, HyperPod replaces the node and runs the step again (AWS, "Automatic node
+    recovery and auto-resume", https://docs.aws.amazon.com/sagemaker/latest/dg/
+    sagemaker-hyperpod-resiliency-slurm-auto-resume.html; it acts on the srun, not on the batch
+    script). These rules see the srun only when it returns, so a rerun HyperPod made inside it
+    is not one of their restarts and is not counted. A step that still fails has had
+    HyperPod's turn: no node is excluded
+    (no ``--exclude``, no spare swapped in: HyperPod owns the node list), and a failure that is
+    neither a program error nor a hang (ranks lost without an exit record, a node fault's mark)
+    is not restarted here. Program errors and hangs keep their in-job restart.
     """
     excluded = tuple(excluded)
-    srun_exclude = exclude_for_step(hosts, excluded, limits.step_nodes) or ()
+    if limits.auto_resume:
+        srun_exclude: tuple[str, ...] = ()
+    else:
+        srun_exclude = exclude_for_step(hosts, excluded, limits.step_nodes) or ()
     keep = {"excluded": excluded, "srun_exclude": srun_exclude}
     if (not limits.resilience or facts.rc == 0 or facts.done or facts.warned
             or facts.ending_by_slurm):
@@ -131,7 +146,14 @@ def after_failed_step(facts: StepFacts, history: History, limits: Limits, *, try
                                fail_reason=P.REASON_PROGRAM_ERROR, **keep)
     elif facts.hang:
         cause = "hang"
-    node = blame_node(facts)
+    if limits.auto_resume and cause == "rank_failure":
+        log.append(f"step failed (status {facts.rc}) with ranks lost or failed and no exception "
+                   "recorded: with hyperpod.auto_resume, HyperPod checks the nodes of a failed "
+                   "step and replaces a faulty one itself; hpcflow neither excludes a node nor "
+                   "restarts the step")
+        return StepOutcome(restart=False, cause=cause, events=tuple(events), log=tuple(log),
+                           **keep)
+    node = None if limits.auto_resume else blame_node(facts)
     blamed = history.blamed.get(node, 0) if node else 0
     if node and node not in excluded and blamed >= limits.exclude_after:
         excluded = (*excluded, node)
@@ -358,7 +380,8 @@ class AttemptStart:
 def attempt_start(history: History, limits: Limits, hosts: Sequence[str]) -> AttemptStart:
     """An attempt that Slurm requeued after the failure bound was reached (a node failure) does
     not start; otherwise its steps avoid the nodes earlier attempts excluded, when enough others
-    are left."""
+    are left, except under HyperPod's auto-resume (``limits.auto_resume``), where they avoid
+    none: HyperPod replaces faulty nodes (:func:`after_failed_step`)."""
     if history.over_budget:
         return AttemptStart(False, P.REASON_REQUEUE_LIMIT, log=(
             "the program requeued the job itself with no requeue of its budget left "
@@ -367,7 +390,7 @@ def attempt_start(history: History, limits: Limits, hosts: Sequence[str]) -> Att
         return AttemptStart(False, P.REASON_FAILURE_LIMIT, log=(
             f"the job has had {failures(history)} failure(s), more than resilience.max_failures "
             f"({limits.max_failures}): not starting",))
-    if not history.excluded:
+    if not history.excluded or limits.auto_resume:  # HyperPod owns the node list
         return AttemptStart(True)
     avoid = exclude_for_step(hosts, history.excluded, limits.step_nodes)
     if avoid is None:

@@ -2,7 +2,7 @@
 and in-job restarts")::
 
     python -m hpcflow.watchdog --heartbeat-dir DIR --ntasks N --run-dir RUN --job-id J \\
-        --restart R --try T --settings JSON [--poll-s S] [--parent-pid PID]
+        --restart R --try T --settings JSON [--poll-s S] [--parent-pid PID] [--auto-resume]
 
 ``--settings`` is the :class:`~hpcflow.contract.WatchdogSettings` of the job spec's
 ``resilience`` block as JSON (its timeouts, the heartbeat interval, ``kill_after_s``).
@@ -17,6 +17,12 @@ has lasted ``kill_after_s`` more (at once when it is 0) it writes the stacks aga
 <job>.<step>``: the step, never the job; scancel(1)), then exits 0. It does nothing until the
 first heartbeat appears (a program that does not use the runtime is never judged). The
 supervisor stops it when the step ends. Exit 2: bad arguments.
+
+With ``--auto-resume`` (the step runs under SageMaker HyperPod's ``srun --auto-resume=1``) a
+hang found is checked against the job's running steps (``squeue --steps``, at most every
+:data:`STEPS_EVERY_S` seconds, and before a step is ended): ranks of a step that no longer
+runs are not judged, since HyperPod is replacing a node and running the step again
+(:func:`hpcflow.watchdog.hang.live_beats`).
 """
 
 from __future__ import annotations
@@ -32,8 +38,21 @@ from typing import Any
 
 from hpcflow import fsutil, ledger, protocol
 from hpcflow.contract import WatchdogSettings, loads_bounded
-from hpcflow.watchdog.hang import CLEAR, KILL, SUSPECT, Hang, Timeouts, find_hang, next_action
+from hpcflow.watchdog.hang import (
+    CLEAR,
+    KILL,
+    SUSPECT,
+    Hang,
+    Timeouts,
+    find_hang,
+    first_beat_s,
+    live_beats,
+    next_action,
+)
 from hpcflow.watchdog.stacks import collect, stopped_ranks
+
+#: Seconds between two ``squeue --steps`` of a watchdog with ``--auto-resume``.
+STEPS_EVERY_S = 10.0
 
 
 def read_beats(directory: Path) -> dict[int, dict[str, Any]]:
@@ -63,6 +82,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--settings", type=_settings, required=True,
                    help="the watchdog's settings as JSON (hpcflow.contract.WatchdogSettings)")
     p.add_argument("--poll-s", type=float, default=1.0)
+    p.add_argument("--auto-resume", action="store_true",
+                   help="the step runs under HyperPod's srun --auto-resume=1: judge only ranks "
+                        "of a step that still runs")
     p.add_argument("--parent-pid", type=int, default=None,
                    help="stop once this process (the supervisor) is no longer the parent "
                         "[the parent at start]")
@@ -79,6 +101,26 @@ def _settings(text: str) -> WatchdogSettings:
         return WatchdogSettings.decode(loads_bounded(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def step_ids(squeue_steps: str) -> set[str]:
+    """The step ids (``0``, ``batch``, ...) in ``squeue --steps --noheader --format=%i`` output
+    for one job, whose lines are ``<job>.<step>`` (``<job>_<task>.<step>`` for an array
+    element; squeue(1), ``--steps``, ``%i``)."""
+    return {line.strip().rsplit(".", 1)[1] for line in squeue_steps.splitlines()
+            if "." in line.strip()}
+
+
+def running_steps(job_id: str) -> set[str] | None:
+    """The job's running step ids, or None when squeue gives no answer (then every rank is
+    judged, as without ``--auto-resume``)."""
+    try:
+        done = subprocess.run(["squeue", "--steps", f"--jobs={job_id}", "--noheader",
+                               "--format=%i"], capture_output=True, text=True, check=False,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return step_ids(done.stdout) if done.returncode == 0 else None
 
 
 def end_step(job_id: str, beats: dict[int, dict[str, Any]]) -> None:
@@ -140,6 +182,17 @@ def handle(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Han
     end_step(args.job_id, beats)
 
 
+def _running(args: argparse.Namespace, beats: dict[int, dict[str, Any]], hang: Hang,
+             live: set[str] | None, now: float,
+             t: Timeouts) -> tuple[dict[int, dict[str, Any]], Hang | None]:
+    """The heartbeats of ranks whose step still runs, and the hang among them (``--auto-resume``;
+    as given when squeue gave no answer)."""
+    if live is None:
+        return beats, hang
+    kept = dict(live_beats(beats, live))
+    return kept, (find_hang(kept, args.ntasks, now, first_beat_s(kept), t) if kept else None)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Watch until a hang is handled (0), the supervisor stops it, or the supervisor is gone
     (0: an orphan, reparented when the supervisor was killed, would escape Slurm's process
@@ -157,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     # The pid given, not the parent found at start: the supervisor may be gone before this
     # process has even imported its modules.
     parent = os.getppid() if args.parent_pid is None else args.parent_pid
+    live: set[str] | None = None
+    live_at = 0.0
     while True:
         time.sleep(args.poll_s)
         if os.getppid() != parent:  # the supervisor is gone: so is the step; never outlive it
@@ -169,6 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         now = time.time()
         armed_at = armed_at or now
         hang = find_hang(beats, args.ntasks, now, armed_at, t)
+        if hang is not None and args.auto_resume:
+            if now - live_at >= STEPS_EVERY_S:
+                live, live_at = running_steps(args.job_id), now
+            beats, hang = _running(args, beats, hang, live, now, t)
+            if hang is not None and live_at < now and next_action(
+                    hang, since, now, t.kill_after_s) == KILL:
+                # The step is ended on a fresh look only: it may have ended since the last.
+                live, live_at = running_steps(args.job_id), now
+                beats, hang = _running(args, beats, hang, live, now, t)
         action = next_action(hang, since, now, t.kill_after_s)
         if action == KILL and hang is not None:
             handle(args, beats, hang)

@@ -21,7 +21,7 @@ more, and a suspicion is cleared when every rank reports in time again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,3 +142,25 @@ def next_action(hang: Hang | None, suspected_since: float | None, now: float,
     if suspected_since is None:
         return KILL if kill_after_s <= 0 else SUSPECT
     return KILL if now - suspected_since >= kill_after_s else WAIT
+
+
+def live_beats(beats: Mapping[int, Mapping[str, Any]],
+               live_steps: Collection[str]) -> dict[int, Mapping[str, Any]]:
+    """The heartbeats of ranks whose Slurm step still runs (``slurm_step_id`` among
+    ``live_steps``, the job's running steps as ``squeue --steps`` lists them); a heartbeat without
+    a step id (a program not under srun) is kept.
+
+    Under SageMaker HyperPod's auto-resume (``srun --auto-resume=1``) a step whose node failed
+    ends while its srun lives on: HyperPod replaces the node and runs the step again (AWS,
+    "Automatic node recovery and auto-resume", https://docs.aws.amazon.com/sagemaker/latest/dg/
+    sagemaker-hyperpod-resiliency-slurm-auto-resume.html). The heartbeats its ranks left say
+    nothing of the run to come: judged, they would end that run as a hang.
+    """
+    return {rank: beat for rank, beat in beats.items()
+            if not beat.get("slurm_step_id") or str(beat["slurm_step_id"]) in live_steps}
+
+
+def first_beat_s(beats: Mapping[int, Mapping[str, Any]]) -> float:
+    """Unix time (seconds) of the oldest of ``beats`` (not empty): the watchdog's ``armed_at``
+    for the ranks of a step run it first sees."""
+    return min(float(b.get("time", 0.0)) for b in beats.values())

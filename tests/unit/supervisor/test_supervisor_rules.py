@@ -262,3 +262,73 @@ def test_steps_avoid_nodes_excluded_earlier(hosts, avoid, ignored):
     assert verdict.start and verdict.srun_exclude == avoid and verdict.ignored == ignored
 
 
+
+
+# ---- under HyperPod's auto-resume (srun --auto-resume=1) ------------------------------------
+
+AUTO = Limits(ntasks=2, step_nodes=1, max_requeues=3, resilience=True, max_in_job_restarts=2,
+              max_failures=3, exclude_after=2, auto_resume=True)
+ERROR = facts(rc=1, exits=(RankExit(1, 3), OK), error_sigs=("E@3",), latest_checkpoint=5)
+HUNG = facts(rc=143, exits=(None, None), hang=True, latest_checkpoint=5)
+
+
+@pytest.mark.parametrize(("step", "history", "kw", "go", "cause"), [
+    # A node fault's mark (ranks lost without an exit record) is HyperPod's: no restart here,
+    # whatever the budgets leave, and no exclusion even at the node's exclusion count.
+    pytest.param(KILLED, History(blamed={"n1": 1}), {}, False, "rank_failure",
+                 id="rank-failure-is-hyperpods"),
+    pytest.param(KILLED, History(blamed={"n1": 2}), {}, False, "rank_failure",
+                 id="blamed-node-is-not-excluded"),
+    pytest.param(KILLED, History(blamed={"n1": 2}), {"hosts": ["n1"]}, False, "rank_failure",
+                 id="no-exclusion-requeue-without-a-spare"),
+    pytest.param(facts(rc=137, exits=(None, OK)), History(), {}, False, "rank_failure",
+                 id="no-checkpoint-rank-killed"),
+    pytest.param(facts(rc=1, exits=(RankExit(1, 3), RankExit(1, 3)), latest_checkpoint=5),
+                 History(), {}, False, "rank_failure", id="failed-without-exception"),
+    # What HyperPod leaves alone keeps hpcflow's in-job restart.
+    pytest.param(ERROR, History(), {}, True, "program_error", id="program-error-restarts"),
+    pytest.param(ERROR, History(), {"prev_error": "E@3"}, False, "program_error",
+                 id="same-exception-twice-stops"),
+    pytest.param(HUNG, History(), {}, True, "hang", id="hang-restarts"),
+    pytest.param(HUNG, History(), {"try_": 2}, False, "hang", id="hang-bound-used"),
+    pytest.param(HUNG, History(step_restarts=3), {}, False, "hang", id="hang-failure-budget"),
+    # The warning path is untouched: nothing restarts, the ending requeues.
+    pytest.param(facts(rc=75, committed_step=5, latest_checkpoint=5, warnings=1), History(), {},
+                 False, "rank_failure", id="warned"),
+])
+def test_under_auto_resume_node_faults_are_hyperpods(step, history, kw, go, cause):
+    out = restart(step, history, limits=AUTO, excluded=kw.pop("excluded", ()), **kw)
+    assert (out.restart, out.cause) == (go, cause)
+    assert out.srun_exclude == () and out.excluded == () and not out.exclusion_requeue
+    assert all(name != P.EVENT_NODE_EXCLUDED for name, _ in out.events)
+    if go:
+        assert out.events[-1][0] == P.EVENT_STEP_RESTART
+    elif cause == "rank_failure" and not step.warned:
+        assert "HyperPod" in out.log[-1] and out.events == ()
+
+
+def test_without_auto_resume_the_same_steps_are_hpcflows():
+    """The rows above, with the same limits but auto-resume off: restart and exclusion."""
+    assert restart(KILLED, History(blamed={"n1": 1}), limits=RES).restart
+    out = restart(KILLED, History(blamed={"n1": 2}), limits=RES)
+    assert out.restart and out.srun_exclude == ("n1",)
+    assert restart(KILLED, History(blamed={"n1": 2}), limits=RES, hosts=["n1"]).exclusion_requeue
+
+
+def test_under_auto_resume_a_committed_warning_still_requeues():
+    step = facts(rc=75, committed_step=42, exits=(PREEMPTED, PREEMPTED), warnings=1)
+    action = ending(step, History(), AUTO, outcome=restart(step, limits=AUTO))
+    assert action.requeue and action.exclude == ()
+
+
+def test_under_auto_resume_a_lost_rank_ends_the_attempt_as_rank_killed():
+    outcome = restart(KILLED, History(blamed={"n1": 2}), limits=AUTO, hosts=["n1"])
+    action = ending(KILLED, History(blamed={"n1": 2}), AUTO, outcome=outcome)
+    assert (action.requeue, action.reason, action.exclude) == (False, P.REASON_RANK_KILLED, ())
+
+
+@pytest.mark.parametrize("hosts", [["n1", "n2"], ["n1"], ["n2", "n3"]])
+def test_under_auto_resume_steps_avoid_no_node_excluded_earlier(hosts):
+    verdict = attempt_start(History(excluded=("n1",)), AUTO, hosts)
+    assert verdict.start and verdict.srun_exclude == () and verdict.ignored == ()
+    assert not attempt_start(History(restart=4), AUTO, hosts).start  # the failure bound stays
