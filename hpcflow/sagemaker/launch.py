@@ -17,8 +17,12 @@ and ``SM_HOSTS`` are exported to the ranks when the container does not set them 
 The launcher replaces itself with torchrun (``exec``), so SageMaker's SIGTERM at a stop or a
 spot interruption reaches torchrun, which passes it to every rank: ranks on
 ``hpcflow.runtime.Run`` take it as the warning, save at the next step boundary, commit and exit
-(SageMaker allows 120 s before SIGKILL: API Reference, ``StoppingCondition``). A program that
-does not use ``Run`` is started and stopped the same way, untouched.
+(SageMaker allows 120 s before SIGKILL: API Reference, ``StoppingCondition``). torchrun itself
+kills its workers ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` seconds after passing SIGTERM on (30 by
+default, torch ``distributed/launcher/api.py``); the launcher sets it to
+:data:`SHUTDOWN_TIMEOUT_S` unless the container sets it, so a save that takes longer than 30 s
+still commits. A program that does not use ``Run`` is started and stopped the same way,
+untouched.
 
 Exit status: 2 for a usage or resource-config problem (said on stderr); otherwise torchrun's.
 """
@@ -32,10 +36,16 @@ from collections.abc import Mapping, Sequence
 
 from hpcflow.runtime import sagemaker_env
 
+#: Seconds torchrun waits for its workers after passing SIGTERM on, before SIGKILL: SageMaker's
+#: 120 s after its SIGTERM (API Reference, ``StoppingCondition``) less 10 s for torchrun to end.
+SHUTDOWN_TIMEOUT_S = 110
+SHUTDOWN_TIMEOUT_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+
 
 def torchrun_command(nproc_per_node: int, program: Sequence[str], environ: Mapping[str, str],
                      python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
-    """The torchrun command line for this host, and the variables to add to its environment.
+    """The torchrun command line for this host, and the variables to add to its environment (the
+    toolkit's ``SM_*`` and torchrun's shutdown timeout, each only where ``environ`` lacks it).
 
     Raises:
         ValueError: no resource config, or a garbled one (the message names it).
@@ -49,7 +59,8 @@ def torchrun_command(nproc_per_node: int, program: Sequence[str], environ: Mappi
     command = [python, "-m", "torch.distributed.run", "--nnodes", str(len(config.hosts)),
                "--nproc-per-node", str(nproc_per_node), "--node-rank", str(config.node_rank),
                "--master-addr", addr, "--master-port", str(port), "--no-python", *program]
-    extra = {k: v for k, v in sagemaker_env.toolkit_variables(config).items() if k not in environ}
+    ours = {**sagemaker_env.toolkit_variables(config), SHUTDOWN_TIMEOUT_ENV: str(SHUTDOWN_TIMEOUT_S)}
+    extra = {k: v for k, v in ours.items() if k not in environ}
     return command, extra
 
 

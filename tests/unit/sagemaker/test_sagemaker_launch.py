@@ -22,7 +22,11 @@ def test_torchrun_per_host_from_the_resource_config(tmp_path):
                        "--master-port", "7777", "--no-python", "python3", "-m", "pkg.train",
                        "--lr", "1"]
     assert extra == {"SM_CURRENT_HOST": "algo-2", "SM_HOSTS": '["algo-1", "algo-2"]',
-                     "SM_NETWORK_INTERFACE_NAME": "eth0"}
+                     "SM_NETWORK_INTERFACE_NAME": "eth0", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "110"}
+    # what the container sets wins
+    _, extra = torchrun_command(4, ["x"], {"SAGEMAKER_BASE_DIR": str(tmp_path),
+                                           "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "60"})
+    assert "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" not in extra
 
 
 def test_without_a_resource_config_it_says_so_and_exits_2(tmp_path, monkeypatch, capsys):
