@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hpcflow import protocol as P
 from hpcflow.command import Runner, run_command
-from hpcflow.slurm.parse import parse_scontrol_fields
+from hpcflow.slurm.parse import parse_duration_s, parse_scontrol_fields
 from hpcflow.supervisor.model import RankExit
 
 __all__ = ["Paths", "SlurmJob", "error_sigs", "latest_checkpoint", "rank_exits", "ranks_joined",
@@ -195,12 +195,16 @@ class SlurmJob:
         end_time_s: EndTime as Unix seconds, or None.
         reason: Reason (``None``, ``TimeLimit``, ...); ``""`` when Slurm did not answer.
         restarts: Restarts (how often the job was requeued), or None.
+        limit_end_s: StartTime + TimeLimit as Unix seconds: where the job's time limit, as it is
+            now, puts its end (a limit changed by ``scontrol update TimeLimit=`` moves it, a
+            preemption does not); None when either is unknown or the limit is UNLIMITED.
     """
 
     state: str = ""
     end_time_s: int | None = None
     reason: str = ""
     restarts: int | None = None
+    limit_end_s: int | None = None
 
 
 def _parse_time(text: str) -> int | None:
@@ -211,7 +215,18 @@ def _parse_time(text: str) -> int | None:
 
 
 #: The ``scontrol show job -o`` fields the supervisor decides on.
-JOB_KEYS = ("JobState", "EndTime", "Reason", "Restarts")
+JOB_KEYS = ("JobState", "EndTime", "Reason", "Restarts", "StartTime", "TimeLimit")
+
+
+def limit_end_s(start_time: str, time_limit: str) -> int | None:
+    """StartTime (local time) + TimeLimit (``[D-]HH:MM:SS``) of ``scontrol show job`` as Unix
+    seconds; None when either does not parse or the limit is ``UNLIMITED``. Pure."""
+    start = _parse_time(start_time)
+    try:
+        limit = parse_duration_s(time_limit)
+    except ValueError:
+        return None
+    return start + limit if start is not None and limit > 0 else None
 
 
 def job_fields(line: str) -> dict[str, str] | None:
@@ -228,9 +243,10 @@ def job_fields(line: str) -> dict[str, str] | None:
 
 
 def slurm_job(job_id: str, runner: Runner = run_command, timeout_s: float = 10.0) -> SlurmJob:
-    """``scontrol show job -o <id>``'s JobState, EndTime (local time, scontrol(1)), Reason and
-    Restarts; an empty answer when scontrol fails or is slow, so a controller that is down never
-    blocks a decision, and when one of those fields repeats (:func:`job_fields`).
+    """``scontrol show job -o <id>``'s JobState, EndTime (local time, scontrol(1)), Reason,
+    Restarts, and the end its StartTime and TimeLimit give; an empty answer when scontrol fails
+    or is slow, so a controller that is down never blocks a decision, and when one of those
+    fields repeats (:func:`job_fields`).
     """
     try:
         result = runner(["scontrol", "show", "job", "-o", job_id], timeout_s=timeout_s)
@@ -245,4 +261,6 @@ def slurm_job(job_id: str, runner: Runner = run_command, timeout_s: float = 10.0
                     end_time_s=_parse_time(fields.get("EndTime", "")),
                     reason=fields.get("Reason", ""),
                     restarts=int(fields["Restarts"]) if fields.get("Restarts", "").isdigit()
-                    else None)
+                    else None,
+                    limit_end_s=limit_end_s(fields.get("StartTime", ""),
+                                            fields.get("TimeLimit", "")))

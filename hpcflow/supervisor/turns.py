@@ -209,12 +209,14 @@ class Turns:
         if text is not None:
             job.paths.notice.unlink(missing_ok=True)
             notice = int(text.strip()) if text.strip().isdigit() else None
-        end_time_s = facts.slurm_job(job.job_id).end_time_s
+        slurm = facts.slurm_job(job.job_id)
+        end_time_s = slurm.end_time_s
         new = warning.deadline(self.deadline_s, notice_s=notice, end_time_s=end_time_s)
         if warning.warning_cause(
                 notice=text is not None,
-                end_time_moved=end_time_s is not None
-                and end_time_s < self.attempt_deadline_s - 5) == P.CAUSE_PREEMPTION:
+                end_time_moved=warning.end_time_moved(
+                    end_time_s, deadline_s=self.attempt_deadline_s,
+                    limit_end_s=slurm.limit_end_s)) == P.CAUSE_PREEMPTION:
             state.cause = P.CAUSE_PREEMPTION
         timer = warning.stop_timer(protocol=job.protocol, joined=joined,
                                    timer_armed=self.timer_at is not None,
@@ -286,7 +288,8 @@ class Turns:
         slurm = facts.slurm_job(self.job.job_id)
         view = warning.slurm_view(slurm.state, slurm.reason, slurm.end_time_s,
                                 terminated=self.terminated, deadline_s=self.attempt_deadline_s,
-                                restarts=slurm.restarts, restart=self.job.restart)
+                                restarts=slurm.restarts, restart=self.job.restart,
+                                limit_end_s=slurm.limit_end_s)
         if view.requeued and not self.state.forwarded:
             # Requeued, not by a program hpcflow gave the warning to (an admin's scontrol
             # requeue, Slurm's after a node failure): Slurm is ending this attempt, as a cancel.

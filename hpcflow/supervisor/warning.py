@@ -54,6 +54,18 @@ def deadline(current_s: int, *, notice_s: int | None, end_time_s: int | None) ->
 SIGNAL_JITTER_S = 60
 
 
+def end_time_moved(end_time_s: int | None, *, deadline_s: int,
+                   limit_end_s: int | None = None) -> bool:
+    """Whether Slurm moved the job's end before the attempt's deadline as a preemption does
+    (EndTime becomes now + GraceTime, the TimeLimit stays: preempt.html, GraceTime): the
+    EndTime is more than 5 s before ``deadline_s`` and before the end the job's current
+    StartTime + TimeLimit give (``limit_end_s``). A time limit shortened with ``scontrol update
+    TimeLimit=`` moves both alike and is not a preemption. Unix seconds throughout."""
+    if end_time_s is None or end_time_s >= deadline_s - 5:
+        return False
+    return limit_end_s is None or end_time_s < limit_end_s - 5
+
+
 def warning_cause(*, notice: bool, end_time_moved: bool) -> str:
     """What brought a warning, for the requeue budgets (``preemption.max_requeues`` for the
     time limit, ``preemption.max_preemptions`` for a preemption).
@@ -251,7 +263,8 @@ class SlurmView:
 
 
 def slurm_view(state: str, reason: str, end_time_s: int | None, *, terminated: bool,
-               deadline_s: int, restarts: int | None = None, restart: int = 0) -> SlurmView:
+               deadline_s: int, restarts: int | None = None, restart: int = 0,
+               limit_end_s: int | None = None) -> SlurmView:
     """Tell a cancel, the time limit and Slurm's preemption apart.
 
     Args:
@@ -267,9 +280,11 @@ def slurm_view(state: str, reason: str, end_time_s: int | None, *, terminated: b
         restart: this attempt's ``SLURM_RESTART_COUNT``. Slurm counts a requeue at once
             (``Restarts`` one higher, the job ``REQUEUED``/``PENDING``) and TERMs the batch step:
             a requeue the supervisor did not make.
+        limit_end_s: StartTime + TimeLimit now (Unix s), None when unknown.
 
     A preempted job's end time becomes now + GraceTime (preempt.html), so an end time moved
-    before the attempt's deadline while the job still runs is a preemption.
+    before the attempt's deadline while the job still runs, and not by a shorter time limit, is
+    a preemption (:func:`end_time_moved`).
     """
     if restarts is not None and restarts > restart:
         return SlurmView(requeued=True)
@@ -277,5 +292,5 @@ def slurm_view(state: str, reason: str, end_time_s: int | None, *, terminated: b
         return SlurmView(time_limit=True)
     if state.startswith("CANCELLED") or terminated:
         return SlurmView(cancelled=True)
-    return SlurmView(preempted=state == "RUNNING" and end_time_s is not None
-                     and end_time_s < deadline_s - 5)
+    return SlurmView(preempted=state == "RUNNING" and end_time_moved(
+        end_time_s, deadline_s=deadline_s, limit_end_s=limit_end_s))

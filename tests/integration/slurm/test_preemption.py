@@ -154,12 +154,17 @@ def test_hostile_arguments_and_env_reach_the_program_literally(submit_job, tmp_p
 
 
 def test_slurms_own_time_limit_warning_reaches_the_trap(submit_job):
-    # No scancel here: Slurm itself sends USR1 signal_lead_s before the 210 s limit (within its
-    # ~60 s jitter: 60 to 120 s in), the ranks commit a checkpoint, and with max_requeues 0 the
-    # job ends. The shortest limit a 90 s lead fits (time_limit - lead >= 120 s).
+    # No scancel here: Slurm itself sends USR1 signal_lead_s before the job's limit, the ranks
+    # commit a checkpoint, and with max_requeues 0 the job ends. The spec's shortest limit for a
+    # 90 s lead is 210 s (time_limit - lead >= 120 s); once the ranks train, the limit is cut to
+    # 2 minutes as a user or an admin may (scontrol update), so the warning is due 30 s into the
+    # job and Slurm sends it at its next time-limit pass instead of 2 minutes in.
     job = submit_job(train_spec(steps=100_000, time_limit="00:03:30", nodes=1, tasks_per_node=2,
                                 preemption={"signal_lead_s": 90, "max_requeues": 0}))
-    final = job.wait_finished(270)
+    wait_for(lambda: len(steps_logged(job.log())) >= 1, 300, "a training step in the log")
+    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "TimeLimit=2"], check=True,
+                   capture_output=True, text=True, timeout=60)
+    final = job.wait_finished(150)
     assert job.event("signal") is not None
     assert final.exit_code == 75 and job.event("job_end")["reason"] == "requeue_limit"
     assert final.ending == "requeue_limit" and "USR1 without a spot notice" in final.reason

@@ -8,6 +8,7 @@ from hpcflow.supervisor.warning import (
     MIRROR_RESERVE_S,
     at_deadline,
     deadline,
+    end_time_moved,
     mirror_budget_s,
     on_warning,
     slurm_view,
@@ -138,3 +139,21 @@ def test_slurm_view_tells_a_cancel_the_time_limit_and_a_preemption_apart(
         state, reason, end, terminated, view):
     got = slurm_view(state, reason, end, terminated=terminated, deadline_s=DEADLINE)
     assert (got.cancelled, got.time_limit, got.preempted) == view
+
+
+@pytest.mark.parametrize(("end", "limit_end", "moved"), [
+    pytest.param(DEADLINE - 600, DEADLINE, True, id="preemption-the-limit-stays"),
+    pytest.param(DEADLINE - 600, None, True, id="preemption-limit-unknown"),
+    pytest.param(DEADLINE - 600, DEADLINE - 600, False,
+                 id="time-limit-shortened-by-scontrol-update"),
+    pytest.param(DEADLINE - 600, DEADLINE - 602, False, id="shortened-rounding"),
+    pytest.param(DEADLINE - 600, DEADLINE - 300, True,
+                 id="shortened-then-preempted-before-the-new-limit"),
+    pytest.param(DEADLINE, DEADLINE + 600, False, id="time-limit-lengthened"),
+    pytest.param(None, DEADLINE, False, id="no-end-time"),
+])
+def test_a_shortened_time_limit_is_not_a_preemption(end, limit_end, moved):
+    assert end_time_moved(end, deadline_s=DEADLINE, limit_end_s=limit_end) is moved
+    view = slurm_view("RUNNING", "None", end, terminated=False, deadline_s=DEADLINE,
+                      limit_end_s=limit_end)
+    assert view.preempted is moved
