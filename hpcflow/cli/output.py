@@ -71,6 +71,16 @@ def _reader_left() -> None:
 _TERMINAL_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def warn_read(notes: Iterable[str], skipped: dict[str, int], what: str = "lines") -> None:
+    """On stderr: each note of a reader, then how many ``what`` (lines, values) it skipped in
+    each place because they do not decode (``{place: count}``; places with none are left out)."""
+    for note in notes:
+        click.echo(f"hpcflow: warning: {note}", err=True)
+    if any(skipped.values()):
+        click.echo(f"hpcflow: warning: skipped {what} that do not decode: " + ", ".join(
+            f"{n} in the {where}" for where, n in skipped.items() if n), err=True)
+
+
 def print_script(text: str) -> None:
     """Print a rendered batch script: byte-exact (UTF-8) when stdout is a file or a pipe, so
     ``hpcflow submit --dry-run job.yaml > job.sbatch`` gives the script that would be submitted.

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from hpcflow.cli.output import JsonCommand, check_job_id, emit_json, handles_errors, print_table
+from hpcflow.cli.output import (
+    JsonCommand,
+    check_job_id,
+    emit_json,
+    handles_errors,
+    print_table,
+    warn_read,
+)
 
 
 @click.command(cls=JsonCommand)
@@ -58,11 +65,7 @@ def report(job_id: str, svg_path: Path | None, as_json: bool) -> None:
         click.echo(f"hpcflow: warning: the timeline {svg_path} is not written "
                    f"({exc.strerror or exc}); use --svg PATH", err=True)
         svg_path = None
-    for note in rep.notes:
-        click.echo(f"hpcflow: warning: {note}", err=True)
-    if any(rep.skipped.values()):
-        click.echo("hpcflow: warning: skipped lines that do not decode: " + ", ".join(
-            f"{n} in the {where}" for where, n in rep.skipped.items() if n), err=True)
+    warn_read(rep.notes, rep.skipped)
     if as_json:
         emit_json({**rep.to_dict(), "svg": svg_path and str(svg_path), "excluded_nodes": excluded,
                    "spot_notices": [n.to_dict() for n in notices],

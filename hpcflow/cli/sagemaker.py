@@ -7,7 +7,7 @@ import re
 
 import click
 
-from hpcflow.cli.output import JsonCommand, emit_json, handles_errors, print_table
+from hpcflow.cli.output import JsonCommand, emit_json, handles_errors, print_table, warn_read
 
 
 def is_training_job_name(value: str) -> bool:
@@ -144,11 +144,7 @@ def report(name: str, as_json: bool) -> None:
     from hpcflow.sagemaker.report_load import load_report
 
     rep = load_report(name)
-    for note in rep.notes:
-        click.echo(f"hpcflow: warning: {note}", err=True)
-    if any(rep.skipped.values()):
-        click.echo("hpcflow: warning: skipped values that do not decode: " + ", ".join(
-            f"{n} in the {where}" for where, n in rep.skipped.items() if n), err=True)
+    warn_read(rep.notes, rep.skipped, "values")
     if as_json:
         emit_json(rep.to_dict())
         return
