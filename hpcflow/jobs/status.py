@@ -106,7 +106,7 @@ def _ledger_summary(events: Sequence[Mapping[str, Any]], now_s: float) -> dict[s
     if kind == P.EVENT_JOB_END:
         rc = int(last.get("rc", 1))
         summary["exit_code"] = rc
-        # Slurm's own word for a cancel and the time limit, whatever the status (rules.exit_status)
+        # Slurm's own word for a cancel and the time limit, whatever the status (budgets.exit_status)
         summary["state"] = {P.REASON_CANCELLED: "CANCELLED", P.REASON_TIME_LIMIT: "TIMEOUT"}.get(
             str(last.get("reason", "")), "COMPLETED" if rc == 0 else "FAILED")
         summary["reason"] = str(last.get("reason", ""))

@@ -25,7 +25,7 @@ from typing import Any
 
 from hpcflow import fsutil
 from hpcflow import protocol as P
-from hpcflow.supervisor import effects, facts, rules, sigcatch, warning
+from hpcflow.supervisor import budgets, effects, endings, facts, rules, sigcatch, warning
 from hpcflow.supervisor.commands import sigprobe_argv
 from hpcflow.supervisor.job import Job
 
@@ -140,7 +140,7 @@ class Turns:
             except OSError as exc:
                 log(f"could not record the protocol version in {job.paths.version}: {exc}")
         history = job.history()
-        verdict = rules.attempt_start(history, job.limits, job.hosts())
+        verdict = endings.attempt_start(history, job.limits, job.hosts())
         for line in verdict.log:
             log(line)
         if not verdict.start:
@@ -356,7 +356,7 @@ class Turns:
         if not view.requeued:
             return
         state.slurm = view
-        action = rules.ending(self._step_facts(0), job.history(), job.limits,
+        action = endings.ending(self._step_facts(0), job.history(), job.limits,
                               requeue_id=job.requeue_id)
         if action.already_requeued:
             for line in action.log:
@@ -365,13 +365,13 @@ class Turns:
             state.requeue_recorded = True
 
     def end(self, rc: int) -> int:
-        """The ending ladder (:func:`hpcflow.supervisor.rules.ending`): record ``requeue`` and
+        """The ending ladder (:func:`hpcflow.supervisor.endings.ending`): record ``requeue`` and
         requeue (the attempt's last act), or record ``job_end``. Returns the batch script's
         exit status."""
         job = self.job
         if self.state.requeue_recorded:
             return 0  # the program requeued the job: decided and recorded at Slurm's TERM
-        action = rules.ending(self._step_facts(rc), job.history(), job.limits,
+        action = endings.ending(self._step_facts(rc), job.history(), job.limits,
                               outcome=self.state.outcome, requeue_id=job.requeue_id)
         for line in action.log:
             log(line)
@@ -388,7 +388,7 @@ class Turns:
                 return 0
             log(f"scontrol requeue {job.requeue_id} failed (does the job have --requeue?) "
                 f"{result.error}")
-        rc = rules.exit_status(action.reason, action.rc)
+        rc = budgets.exit_status(action.reason, action.rc)
         job.event(P.EVENT_JOB_END, rc=rc, reason=action.reason)
         log(f"job ends: {action.reason} (status {rc})")
         return rc

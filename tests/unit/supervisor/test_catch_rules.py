@@ -1,6 +1,6 @@
 """Programs that catch the warning themselves: the kernel's masks, the probe on a fake /proc,
 the forward rule, the warning's cause, the program's own requeue, the budgets and the exit
-status of every ending (hpcflow.supervisor.sigcatch, sigprobe, warning, rules)."""
+status of every ending (hpcflow.supervisor.sigcatch, sigprobe, warning, endings, budgets)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,9 @@ import pytest
 
 from hpcflow import protocol as P
 from hpcflow.supervisor import warning
-from hpcflow.supervisor.rules import (
-    History,
-    Limits,
-    RankExit,
-    StepFacts,
-    ending,
-    exit_status,
-    requeues_used,
-)
+from hpcflow.supervisor.budgets import exit_status
+from hpcflow.supervisor.endings import ending
+from hpcflow.supervisor.rules import History, Limits, RankExit, StepFacts, requeues_used
 from hpcflow.supervisor.sigcatch import (
     NodeReport,
     catches,
@@ -269,7 +263,7 @@ def test_no_unfinished_ending_of_the_ladder_exits_0():
 
 
 def test_a_program_requeue_past_its_budget_ends_the_next_attempt_at_its_start():
-    from hpcflow.supervisor.rules import attempt_start
+    from hpcflow.supervisor.endings import attempt_start
 
     used = History(restart=3, requeues=3)
     action = ending(facts(rc=143, warnings=1, handled_warning=True, requeued_by_program=True),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hpcflow import protocol as P
+from hpcflow.supervisor.endings import attempt_start, ending
 from hpcflow.supervisor.rules import (
     History,
     Limits,
@@ -12,9 +13,7 @@ from hpcflow.supervisor.rules import (
     StepFacts,
     StepOutcome,
     after_failed_step,
-    attempt_start,
     blame_node,
-    ending,
     failures,
     rank_summary,
     requeues_used,
