@@ -48,7 +48,12 @@ from hpcflow.spec.job_fields import (  # noqa: F401 - MAX_REQUEUES, MIN_SIGNAL_L
     time_limit_text,
 )
 from hpcflow.spec.job_hyperpod import HyperPodJobSpec, hyperpod_problems
-from hpcflow.spec.job_layout import ModelShapeSpec, NetworkSpec, ParallelismSpec  # noqa: F401 - re-exported
+from hpcflow.spec.job_layout import (  # noqa: F401 - re-exported
+    ModelShapeSpec,
+    NetworkSpec,
+    ParallelismSpec,
+    layout_problems,
+)
 from hpcflow.spec.job_lead import lead_for_short_jobs, lead_problems
 from hpcflow.spec.job_parts import (  # noqa: F401 - re-exported: the spec's public names
     CheckpointSpec,
@@ -289,7 +294,7 @@ class JobSpec(SpecModel):
                 "this long before the deadline, after the warning",
             ))
         if self.parallelism is not None:
-            problems.extend(_layout_problems(self, self.parallelism))
+            problems.extend(layout_problems(self.parallelism, self.nodes, self.tasks_per_node))
         spare = self.resilience.spare_nodes if self.resilience else 0
         if spare and self.launcher != "srun":
             problems.append((
@@ -335,22 +340,6 @@ class JobSpec(SpecModel):
 def _is_under(path: str, folder: str) -> bool:
     """``path`` is ``folder`` or inside it (both normalised, absolute)."""
     return os.path.commonpath([path, folder]) == folder
-
-
-def _layout_problems(spec: JobSpec, layout: ParallelismSpec) -> list[tuple[str, Any, str]]:
-    """The rules ``ParallelDims`` applies in the job, checked before the job waits in the queue."""
-    from hpcflow.runtime.parallel_dims import ParallelDims
-
-    try:
-        ParallelDims(
-            dp=layout.dp, pp=layout.pp, tp=layout.tp,
-            world_size=spec.ntasks, ranks_per_node=spec.tasks_per_node,
-        )
-    except ValueError as exc:
-        degrees = {"dp": layout.dp, "pp": layout.pp, "tp": layout.tp}
-        return [("parallelism", degrees, f"{exc} (nodes x tasks_per_node = "
-                 f"{spec.nodes} x {spec.tasks_per_node})")]
-    return []
 
 
 # --------------------------------------------------------------------------------------------

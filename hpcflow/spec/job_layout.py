@@ -6,7 +6,7 @@ NCCL/EFA preset)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -158,3 +158,21 @@ class NetworkSpec(SpecModel):
         if value is not None and not VERSION_RE.fullmatch(value):
             raise ValueError("must be a version such as '1.7.4' or '1.7.4-aws'")
         return value
+
+
+def layout_problems(layout: ParallelismSpec, nodes: int,
+                    tasks_per_node: int) -> list[tuple[str, Any, str]]:
+    """``(field, value, message)`` for dp x pp x tp degrees that break the rules
+    :class:`hpcflow.runtime.parallel_dims.ParallelDims` applies in the job (their product is the
+    world size, nodes x tasks_per_node; a tp group stays on one node), checked before the job
+    waits in the queue; empty when they fit."""
+    from hpcflow.runtime.parallel_dims import ParallelDims
+
+    try:
+        ParallelDims(dp=layout.dp, pp=layout.pp, tp=layout.tp, world_size=nodes * tasks_per_node,
+                     ranks_per_node=tasks_per_node)
+    except ValueError as exc:
+        degrees = {"dp": layout.dp, "pp": layout.pp, "tp": layout.tp}
+        return [("parallelism", degrees, f"{exc} (nodes x tasks_per_node = "
+                 f"{nodes} x {tasks_per_node})")]
+    return []
