@@ -72,7 +72,8 @@ def submit(spec: JobSpec, *, dry_run: bool = False, client: Any = None,
         SubmitError: the run directory cannot be written, or SageMaker refused the request
             (the message carries its error code and message; nothing is recorded).
     """
-    from hpcflow.jobs.service import check_run_dir, spec_yaml
+    from hpcflow.jobs.run_dir import check_run_dir
+    from hpcflow.jobs.service import spec_yaml
 
     request = build_request(spec, job_name=job_name)
     run_dir = Path(spec.run_dir)

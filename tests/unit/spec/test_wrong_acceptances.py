@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from hpcflow.errors import SpecError, SubmitError
+from hpcflow.jobs.run_dir import check_run_dir
 from hpcflow.jobs.script import job_script
-from hpcflow.jobs.service import check_run_dir
 from hpcflow.spec.job import JobSpec
 from hpcflow.spec.loading import validate_model
 
