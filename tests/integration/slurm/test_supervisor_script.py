@@ -122,7 +122,9 @@ def test_the_warning_rereads_the_end_time_slurm_moved(harness):
     assert time.time() - t0 < 25, run.stderr  # stopped ~3 s after the warning, not ~570 s
     warning, preempt = [e for e in run.events if e["event"] == "signal"]
     assert warning["signal"] == "USR1" and abs(warning["deadline"] - (t0 + 33)) < 8
-    assert "stopped in 3 s" in run.stderr or "stopped in 2 s" in run.stderr, run.stderr
+    # 33 s to the deadline less the 30 s margin; the supervisor reads the clock before it asks
+    # scontrol, so a second may tick between the two.
+    assert any(f"stopped in {s} s" in run.stderr for s in (2, 3, 4)), run.stderr
     assert run.requeues == ["requeue 4242"]
     # The end time says it was Slurm's preemption (with the user-signal option), not the limit.
     from hpcflow.jobs.endings import ledger_ending
