@@ -61,8 +61,20 @@ ML_PREFIX = "ml."
 
 
 def _duration_text(value: Any) -> str | None:
-    """``max_wait`` kept as ``[D-]HH:MM:SS``, or None (ValueError says what is allowed)."""
-    return None if value is None else format_time_limit(parse_time_limit(value))
+    """``max_wait`` kept as ``[D-]HH:MM:SS``, or None (ValueError says what is allowed).
+
+    A bare number is refused: it is seconds to the SageMaker SDK (the estimator's ``max_wait``)
+    and minutes in Slurm's time format, and either reading of the other's would be wrong by a
+    factor of 60."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str) or value.strip().isdigit():
+        hint = ""
+        if not isinstance(value, bool) and str(value).strip().isdigit():
+            hint = f'; {int(str(value).strip())} s is "{format_time_limit(int(str(value).strip()))}"'
+        raise ValueError('give it as "HH:MM:SS" or "D-HH:MM:SS": a bare number is seconds to '
+                         "the SageMaker SDK and minutes in Slurm's time format" + hint)
+    return format_time_limit(parse_time_limit(value))
 
 
 class SageMakerSpec(SpecModel):
@@ -105,7 +117,8 @@ class SageMakerSpec(SpecModel):
         default=None,
         json_schema_extra={"limits": "at least time_limit, at most 365 days; managed spot only"},
         description='MaxWaitTimeInSeconds itself, as "HH:MM:SS" or "D-HH:MM:SS" (the time_limit '
-                    "forms); overrides the derived wait. Leave out expected_interruptions with it.",
+                    "forms; a bare number is refused: seconds to the SageMaker SDK, minutes to "
+                    "Slurm); overrides the derived wait. Leave out expected_interruptions with it.",
     )
     checkpoint_local_path: str = Field(
         default=DEFAULT_CHECKPOINT_LOCAL_PATH,

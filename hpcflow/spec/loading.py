@@ -207,7 +207,8 @@ _NUMERIC_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.o
 
 def keep_literal_scalars(data: dict[str, Any], root: yaml.Node | None) -> dict[str, Any]:
     """Put back the written text of unquoted scalars YAML turned into numbers or booleans, for
-    ``time_limit``, ``env`` values and ``program.args``/``argv`` items of a job spec.
+    ``time_limit``, ``sagemaker.max_wait``, ``env`` values and ``program.args``/``argv`` items
+    of a job spec.
 
     ``time_limit: 1:30:00`` is the base-60 int 5400 in YAML 1.1 and ``env: {MODE: 0755}`` an
     octal int; ``root`` is the node tree :func:`parse_yaml_nodes` composed ``data`` from, so the
@@ -232,6 +233,11 @@ def keep_literal_scalars(data: dict[str, Any], root: yaml.Node | None) -> dict[s
         for name, node in children(top.get("env")).items():
             if name in env and (value := raw(node)) is not None:
                 env[name] = value
+    sagemaker = data.get("sagemaker")
+    if isinstance(sagemaker, dict):
+        node = children(top.get("sagemaker")).get("max_wait")
+        if "max_wait" in sagemaker and (value := raw(node)) is not None:
+            sagemaker["max_wait"] = value
     program = data.get("program")
     if isinstance(program, dict):
         for key, node in children(top.get("program")).items():

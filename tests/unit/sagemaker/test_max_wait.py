@@ -10,6 +10,7 @@ from test_sagemaker_request import SM, problems, spec
 from hpcflow.aws.requests import request_problems
 from hpcflow.plan.spot_wait import spot_max_wait
 from hpcflow.sagemaker.request import build_request
+from hpcflow.spec.job import load_job_spec
 
 
 def _stop(**changes):
@@ -53,7 +54,29 @@ def test_the_spec_keeps_max_wait_in_the_time_limit_form():
                  id="both"),
     pytest.param({"max_wait": "soon"}, "sagemaker.max_wait", id="not-a-duration"),
     pytest.param({"max_wait": "400-00:00:00"}, "sagemaker.max_wait", id="over-a-year"),
+    # the SDK's max_wait is seconds, Slurm's bare number minutes: neither reading is guessed
+    pytest.param({"max_wait": 86400}, '86400 s is "1-00:00:00"', id="a-number-as-the-sdk-writes"),
+    pytest.param({"max_wait": "1440"}, "a bare number is seconds to the SageMaker SDK",
+                 id="digits-as-text"),
+    pytest.param({"max_wait": True}, 'give it as "HH:MM:SS"', id="a-boolean"),
 ])
 def test_a_bad_max_wait_is_refused_naming_the_field(changes, message):
     found = problems(sagemaker={**SM, **changes})
     assert any("sagemaker.max_wait" in p and message in p for p in found), found
+
+
+def test_an_unquoted_duration_in_the_yaml_file_is_the_duration_written(tmp_path):
+    """YAML 1.1 reads ``max_wait: 24:00:00`` as the base-60 number 86400; the spec takes the
+    text that was written (24 hours), not 86400 of anything."""
+    path = tmp_path / "job.yaml"
+    path.write_text("name: sm\nplatform: sagemaker\nnodes: 2\ntime_limit: 10:00:00\n"
+                    "program: {argv: [python3, train.py]}\n"
+                    "run_dir: run\ncheckpoint: {s3_uri: 's3://my-bucket/ckpt'}\n"
+                    f"sagemaker: {{image: '{SM['image']}', role_arn: '{SM['role_arn']}', "
+                    f"instance_type: {SM['instance_type']}, "
+                    f"output_s3_uri: '{SM['output_s3_uri']}', max_wait: 24:00:00}}\n")
+    loaded = load_job_spec(path)
+    assert loaded.sagemaker.max_wait == "1-00:00:00"  # 24 hours, in the time_limit form
+    request = build_request(loaded, job_name="n")
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 36000,
+                                            "MaxWaitTimeInSeconds": 86400}
