@@ -40,6 +40,11 @@ class SlurmQueryError(HpcflowError):
     exit_code = 4
 
 
+class SlurmTransitionState(SlurmQueryError):
+    """The controller could not change or signal a job now ("Job can not be altered now, try
+    again later": it is starting, requeueing or ending)."""
+
+
 class SlurmUnreachable(SlurmQueryError):
     """The Slurm controller did not answer a query: slurmctld is down, restarting or cut off
     ("Unable to contact slurm controller", or no answer within the query timeout)."""

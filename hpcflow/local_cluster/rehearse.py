@@ -179,7 +179,7 @@ def rehearse(spec_path: str | Path, overrides: Sequence[str] = (), *, preemption
                 "GraceTime to checkpoint and requeue)")
         else:
             _leave_notice(run_dir, job_id, notice_s)
-            client.cancel(job_id, signal=warning, batch_only=True)
+            client.warn_batch(job_id, warning)
             sent += 1
             log(f"sent {warning} to the batch shell of job {job_id} (preemption warning {sent}; "
                 f"the nodes go away in {notice_s:.0f} s)")

@@ -15,9 +15,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpcflow.command import Runner, run_command
+from hpcflow.command import Runner, run_command, run_until_line
 from hpcflow.command import evidence as _evidence
-from hpcflow.errors import HpcflowError, SlurmQueryError, SlurmUnreachable, SubmitError
+from hpcflow.errors import (
+    HpcflowError,
+    SlurmQueryError,
+    SlurmTransitionState,
+    SlurmUnreachable,
+    SubmitError,
+)
 from hpcflow.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -43,6 +49,12 @@ INVALID_JOB_RE = re.compile(r"Invalid job id specified", re.IGNORECASE)
 NO_ACCOUNTING_RE = re.compile(r"accounting storage is disabled", re.IGNORECASE)
 #: The controller cannot be reached at all (slurm_strerror: "Unable to contact slurm controller").
 UNREACHABLE_RE = re.compile(r"Unable to contact slurm controller", re.IGNORECASE)
+#: What ``scancel -v`` prints before it sleeps 5 s or more and tries again, when the controller
+#: answered "Job can not be altered now, try again later" (ESLURM_TRANSITION_STATE_NO_UPDATE;
+#: scancel.c, Slurm 22.05 to 25.11). A retry seconds later can reach the job's next attempt
+#: (seen on the local cluster: a requeued array element got a second warning), so hpcflow stops
+#: scancel there and decides itself (:meth:`SlurmClient.warn_batch`).
+SCANCEL_RETRY_RE = re.compile(r"Job is in trans\w*ional state, retrying", re.IGNORECASE)
 #: Seconds a read-only query (squeue, scontrol show, sacct) may take, all tries together:
 #: ``$HPCFLOW_SLURM_QUERY_TIMEOUT_S``, default 8. Slurm's own client retries a refused connection
 #: for about 18 s (measured with slurmctld stopped, Slurm 22.05), so a controller that is down
@@ -65,7 +77,10 @@ class SlurmClient:
 
     Args:
         runner: called as ``runner(argv, input=None, timeout_s=...)``; returns a
-            ``CompletedProcess`` with text stdout/stderr. Default :func:`run_command`.
+            ``CompletedProcess`` with text stdout/stderr. Default :func:`run_command`. With the
+            default, a signal goes through :func:`~hpcflow.command.run_until_line` so that
+            scancel never retries it (:data:`SCANCEL_RETRY_RE`); a runner given here runs it as
+            it is.
         attempts: tries for a command that fails with a transient controller error (>= 1).
         retry_wait_s: first wait between tries in seconds; doubles each time (max 8 s).
         timeout_s: per-command timeout in seconds (submit, cancel, requeue).
@@ -199,7 +214,10 @@ class SlurmClient:
             raise SubmitError(f"{exc} {_evidence(argv, result)}") from None
 
     def cancel(self, job_id: str, *, signal: str | None = None, batch_only: bool = False) -> None:
-        """Cancel a job, or send it a signal (scancel(1) ``--signal``, ``--batch``).
+        """Cancel a job, or send it a signal once (scancel(1) ``--signal``, ``--batch``).
+
+        A signal is sent with ``scancel -v`` and scancel is stopped when it says it will retry
+        (:data:`SCANCEL_RETRY_RE`): a retry 5 s or more later could reach the job's next attempt.
 
         Args:
             job_id: ``"123"`` or ``"120_3"``.
@@ -207,19 +225,84 @@ class SlurmClient:
             batch_only: signal only the batch shell (how a test sends the preemption signal).
 
         Raises:
+            SlurmTransitionState: the controller could not signal the job now (it is starting,
+                requeueing or ending); nothing was retried.
             SlurmQueryError: scancel failed or reported an error (e.g. an unknown job id).
         """
         argv = ["scancel"]
         if signal is not None:
-            argv.append(f"--signal={signal}")
+            argv += ["-v", f"--signal={signal}"]
         if batch_only:
             argv.append("--batch")
         argv.append(job_id)
-        result = self._run(argv)
+        if signal is not None and self._runner is run_command:
+            try:
+                result = run_until_line(argv, SCANCEL_RETRY_RE, timeout_s=self._timeout_s)
+            except FileNotFoundError:
+                raise SlurmQueryError("scancel is not installed or not on PATH (Slurm's client "
+                                      "commands are needed)") from None
+            except subprocess.TimeoutExpired:
+                raise SlurmQueryError(f"timed out after {self._timeout_s:g} s: "
+                                      f"{' '.join(argv)}") from None
+        else:
+            result = self._run(argv)
+        if signal is not None and SCANCEL_RETRY_RE.search(result.stderr or ""):
+            raise SlurmTransitionState(
+                f"Slurm could not send {signal} to job {job_id} now: the job is in a "
+                "transitional state (starting, requeueing or ending); scancel was stopped "
+                f"before its own retry {_evidence(argv, result)}")
         # scancel's exit status does not always reflect per-job errors: 22.05 exits 0 and prints
         # nothing for an unknown id (seen here), so an "error:" line on stderr counts too.
         if result.returncode != 0 or "error:" in (result.stderr or ""):
             raise SlurmQueryError(f"scancel failed {_evidence(argv, result)}")
+
+    def warn_batch(self, job_id: str, signal: str, *, patience_s: float = 60.0,
+                   poll_s: float = 1.0) -> None:
+        """Send ``signal`` to the batch shell of the job's current attempt, as Slurm's
+        ``--signal=B:<sig>@<lead>`` does: tried again while the controller says the job is in
+        a transitional state, as long as the same attempt (``Restarts`` and ``StartTime`` of
+        ``scontrol show job``) is the one running. An array element (``"120_3"``) is signalled
+        by its own job id.
+
+        Args:
+            job_id: ``"123"`` or ``"120_3"``.
+            signal: e.g. ``"USR1"``.
+            patience_s: seconds to keep trying.
+            poll_s: seconds between tries.
+
+        Raises:
+            SlurmTransitionState: still in a transitional state after ``patience_s``.
+            SlurmQueryError: the attempt changed or ended before the signal was sent, or
+                scancel failed.
+        """
+        def attempt() -> tuple[str, str, str, str] | None:
+            record = self.show_job(job_id)
+            if record is None:
+                return None
+            return (record.get("Restarts", ""), record.get("StartTime", ""),
+                    record.get("JobState", ""), record.get("JobId", ""))
+
+        first = attempt()
+        # An array element is signalled by its own job id: for "<array>_<task>", Slurm also
+        # tries the array's pending remainder, answers "Job can not be altered now" and yet
+        # signals the element (seen on the local cluster, Slurm 22.05).
+        target = first[3] if first is not None and first[3].isdigit() else job_id
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                self.cancel(target, signal=signal, batch_only=True)
+                return
+            except SlurmTransitionState:
+                if time.monotonic() + poll_s > deadline:
+                    raise
+            time.sleep(poll_s)
+            now = attempt()
+            if first is None or now is None or now[:2] != first[:2] or now[2] not in (
+                    "RUNNING", "CONFIGURING"):
+                raise SlurmQueryError(
+                    f"job {job_id}: the attempt that was to get {signal} is no longer the one "
+                    f"running (Restarts, StartTime, JobState were {first and first[:3]}, now "
+                    f"{now and now[:3]}); the signal was not sent to the next attempt")
 
     def requeue(self, job_id: str) -> None:
         """``scontrol requeue <job_id>`` (needs ``--requeue`` or ``JobRequeue=1``).

@@ -3,11 +3,13 @@ error evidence with the exit status, the command and the tail of stderr."""
 
 from __future__ import annotations
 
+import re
 import subprocess
+import time
 
 import pytest
 
-from hpcflow.command import TAIL_LINES, evidence, run_command
+from hpcflow.command import TAIL_LINES, evidence, run_command, run_until_line
 from hpcflow.errors import LocalClusterError
 from hpcflow.local_cluster.system import run_checked
 
@@ -35,6 +37,27 @@ def test_a_missing_program_and_a_timeout_raise():
         run_command(["hpcflow-no-such-program"])
     with pytest.raises(subprocess.TimeoutExpired):
         run_command(["sleep", "5"], timeout_s=0.2)
+
+
+def test_run_until_line_stops_the_command_at_the_line_and_keeps_what_it_printed(tmp_path):
+    # The line comes in two pieces, the way a pipe may deliver it.
+    argv = ["sh", "-c", "echo out; printf 'first\\nJob is in trans' >&2; sleep 0.2; "
+            f"echo 'itional state, retrying' >&2; sleep 30; touch {tmp_path}/retried"]
+    began = time.monotonic()
+    result = run_until_line(argv, re.compile(r"transitional state, retrying"), timeout_s=20)
+    assert time.monotonic() - began < 10
+    assert result.returncode == -9 and result.stdout == "out\n"
+    assert result.stderr == "first\nJob is in transitional state, retrying\n"
+    assert not (tmp_path / "retried").exists()
+
+
+def test_run_until_line_returns_a_command_that_never_prints_it_whole():
+    result = run_until_line(["sh", "-c", "echo a; echo b >&2; exit 3"], re.compile("never"))
+    assert (result.returncode, result.stdout, result.stderr) == (3, "a\n", "b\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_until_line(["sleep", "5"], re.compile("never"), timeout_s=0.2)
+    with pytest.raises(FileNotFoundError):
+        run_until_line(["hpcflow-no-such-program"], re.compile("never"))
 
 
 @pytest.mark.parametrize(("argv", "timeout_s", "message"), [

@@ -5,7 +5,6 @@ preempted element is requeued alone (``<arrayjob>_<task>``)."""
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 from launch_helpers import ledger, wait_for
@@ -13,6 +12,7 @@ from launch_programs import add, linear_train
 
 from hpcflow.jobs import records
 from hpcflow.launch import Executor
+from hpcflow.slurm.client import SlurmClient
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
@@ -52,7 +52,7 @@ def test_array_of_four_with_one_preempted_element(launch_cluster, launch_env, tm
         return len(re.findall(r"^hpcflow-step ", target.stdout() or "", re.M))
 
     wait_for(lambda: element_steps() >= 3, 300, "three steps of element 1")
-    subprocess.run(["scancel", "--signal=USR1", "--batch", target.job_id], check=True)
+    SlurmClient().warn_batch(target.job_id, "USR1")
     wait_for(lambda: any(e["event"] == "requeue" for e in ledger(target.job_id)), 180,
              "the requeue of element 1")
     assert not target.done(force_check=True)

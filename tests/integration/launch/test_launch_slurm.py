@@ -20,6 +20,7 @@ from launch_programs import Counter, add, fail, fsdp_train, linear_train, sleep_
 from hpcflow import protocol
 from hpcflow.jobs import records
 from hpcflow.launch import Executor
+from hpcflow.slurm.client import SlurmClient
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
@@ -97,7 +98,7 @@ def test_fsdp_function_preempted_twice_returns_the_uninterrupted_result(launch_c
     for attempt in range(2):
         wait_for(lambda a=attempt: steps_in_attempt(job.stdout() or "", a) >= 3, 300,
                  f"three steps of attempt {attempt}")
-        subprocess.run(["scancel", "--signal=USR1", "--batch", job.job_id], check=True)
+        SlurmClient().warn_batch(job.job_id, "USR1")
         requeue = wait_for(lambda a=attempt: next((e for e in events(job) if e["event"] ==
                                                    "requeue" and e["restart"] == a), None),
                            180, f"the requeue of attempt {attempt}")
@@ -127,7 +128,7 @@ def test_checkpointable_is_checkpointed_by_rank0_and_requeued_by_the_batch_scrip
     job = executor.submit(Counter(), 40, 0.25)
     wait_for(lambda: joined(job, 0), 120, "the Checkpointable to join")
     time.sleep(2)
-    subprocess.run(["scancel", "--signal=USR1", "--batch", job.job_id], check=True)
+    SlurmClient().warn_batch(job.job_id, "USR1")
     wait_for(lambda: any(e["event"] == "requeue" for e in events(job)), 120, "the requeue")
     assert not job.done(force_check=True)
     assert job.state in WAITING_TO_RESTART

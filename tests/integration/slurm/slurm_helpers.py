@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from polling import wait_for  # noqa: F401 - the tests import it from here
 
 from hpcflow import protocol
 from hpcflow.jobs import records, service
+from hpcflow.slurm.client import SlurmClient
 
 
 class Job:
@@ -63,9 +63,10 @@ class Job:
         path.write_text(f"{int(time.time() + deadline_in_s)}\n")
 
     def signal_batch(self, sig: str = "USR1") -> None:
-        cmd = ["scancel", f"--signal={sig}", "--batch", self.job_id]
-        print("+", " ".join(cmd))
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        """``scancel --signal=SIG --batch`` to this attempt only (never scancel's own retry,
+        which can reach the next attempt: :meth:`SlurmClient.warn_batch`)."""
+        print(f"+ scancel -v --signal={sig} --batch {self.job_id}")
+        SlurmClient().warn_batch(self.job_id, sig)
 
     def dump(self) -> None:
         print(f"----- log of job {self.job_id} ({self.log_path}) -----\n{self.log()}")

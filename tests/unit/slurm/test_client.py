@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hpcflow.errors import SlurmQueryError, SlurmUnreachable, SubmitError
+from hpcflow.errors import SlurmQueryError, SlurmTransitionState, SlurmUnreachable, SubmitError
 from hpcflow.slurm.client import SlurmClient, run_command
 
 OUTPUT = Path(__file__).parent / "slurm_output"
@@ -133,7 +133,7 @@ def test_accounting_disabled_is_none() -> None:
 
 @pytest.mark.parametrize(("record", "job_id", "options"), [
     pytest.param("scancel_ok", "41", {}, id="cancel"),
-    pytest.param("scancel_signal_batch", "32", {"signal": "USR1", "batch_only": True},
+    pytest.param("scancel_signal_batch", "1180", {"signal": "USR1", "batch_only": True},
                  id="signal-the-batch-shell"),
     # Slurm 22.05 says nothing and exits 0 for an unknown id (captured): nothing to raise on.
     pytest.param("scancel_unknown", "99999", {}, id="unknown-id"),
@@ -142,6 +142,58 @@ def test_cancel_runs_the_captured_scancel_once_and_accepts_its_answer(record, jo
     runner = Replay(record)  # it also fails the test if the command differs from the capture
     assert client(runner).cancel(job_id, **options) is None
     assert runner.calls == [runner.records[0]["argv"]]
+
+
+def test_a_signal_the_controller_cannot_send_now_is_not_retried() -> None:
+    # A held job, captured: scancel -v said it would retry and was stopped there.
+    runner = Replay("scancel_signal_transition")
+    with pytest.raises(SlurmTransitionState, match="transitional state") as info:
+        client(runner).cancel("1181", signal="USR1", batch_only=True)
+    assert "scancel -v --signal=USR1 --batch 1181" in str(info.value)
+    assert len(runner.calls) == 1
+
+
+def _show(restarts: str, start: str, state: str = "RUNNING", job: str = "JobId=7",
+          ) -> tuple[int, str, str]:
+    return 0, f"{job} JobName=x JobState={state} Restarts={restarts} StartTime={start}\n", ""
+
+
+TRANSITION = (-9, "", "scancel: Job is in transitional state, retrying\n")
+
+
+def test_warn_batch_tries_again_while_the_same_attempt_runs() -> None:
+    runner = Scripted(_show("0", "2026-12-06T10:00:00"), TRANSITION,
+                      _show("0", "2026-12-06T10:00:00"), (0, "", ""))
+    client(runner).warn_batch("7", "USR1", poll_s=0)
+    assert [c[0] for c in runner.calls] == ["scontrol", "scancel", "scontrol", "scancel"]
+    assert runner.calls[-1] == ["scancel", "-v", "--signal=USR1", "--batch", "7"]
+
+
+@pytest.mark.parametrize("now", [
+    pytest.param(_show("1", "2026-12-06T10:00:00"), id="requeued"),
+    pytest.param(_show("0", "2026-12-06T10:05:00"), id="started-again"),
+    pytest.param(_show("0", "2026-12-06T10:00:00", "COMPLETING"), id="ending"),
+    pytest.param((1, "", "slurm_load_jobs error: Invalid job id specified\n"), id="gone"),
+])
+def test_warn_batch_never_signals_an_attempt_other_than_the_one_it_meant(now) -> None:
+    runner = Scripted(_show("0", "2026-12-06T10:00:00"), TRANSITION, now)
+    with pytest.raises(SlurmQueryError, match="no longer the one running"):
+        client(runner).warn_batch("7", "USR1", poll_s=0)
+    assert [c[0] for c in runner.calls].count("scancel") == 1
+
+
+def test_warn_batch_signals_an_array_element_by_its_own_job_id() -> None:
+    element = "JobId=1272 ArrayJobId=1270 ArrayTaskId=1"
+    runner = Scripted(_show("0", "t", job=element), (0, "", ""))
+    client(runner).warn_batch("1270_1", "USR1")
+    assert runner.calls == [["scontrol", "show", "job", "-o", "1270_1"],
+                            ["scancel", "-v", "--signal=USR1", "--batch", "1272"]]
+
+
+def test_warn_batch_gives_up_after_its_patience() -> None:
+    runner = Scripted(_show("0", "t"), TRANSITION)
+    with pytest.raises(SlurmTransitionState):
+        client(runner).warn_batch("7", "USR1", patience_s=0, poll_s=0.5)
 
 
 # ---- errors and retries (message texts from Slurm's error table) ---------------------------

@@ -113,7 +113,7 @@ def test_a_notice_reaches_each_hpcflow_job_once(imds, run_dir, caplog):
     path = protocol.state_dir(run_dir) / protocol.notice_name("41")
     assert path.read_text() == f"{notice.time_s}\n"
     assert ["squeue", "--noheader", "--states=RUNNING", "--nodelist=n1", "--format=%A"] in slurm.calls
-    assert slurm.scancels() == [["scancel", "--signal=USR2", "--batch", "41"]]
+    assert slurm.scancels() == [["scancel", "-v", "--signal=USR2", "--batch", "41"]]
     [event] = [e for e in records.job_events(run_dir, "41") if e["event"] == EVENT]
     assert event == {"event": EVENT, "time": 1000, "job_id": "41", "restart": 1,
                      "action": "terminate", "notice_time": notice.time_s, "node": "n1",
@@ -145,7 +145,7 @@ def test_the_signal_goes_out_even_when_the_run_dir_cannot_be_written(imds, tmp_p
     post(imds, "/_fake/notice", {"in_s": 120})
     result = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm)).poll_once()
     assert [a.job_id for a in result.actions] == ["41"]
-    assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "41"]]
+    assert slurm.scancels() == [["scancel", "-v", "--signal=USR1", "--batch", "41"]]
     assert "cannot write the notice file" in caplog.text
     assert "Not a directory" in caplog.text
 
@@ -167,7 +167,7 @@ def test_only_the_jobs_asked_for_are_acted_on(imds, run_dir, tmp_path):
     watcher = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(slurm), only_jobs=["43"])
     post(imds, "/_fake/notice", {"in_s": 120})
     assert [a.job_id for a in watcher.poll_once().actions] == ["43"]
-    assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "43"]]
+    assert slurm.scancels() == [["scancel", "-v", "--signal=USR1", "--batch", "43"]]
     assert not (protocol.state_dir(run_dir) / protocol.notice_name("41")).exists()
 
 

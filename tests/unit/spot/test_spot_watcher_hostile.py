@@ -138,8 +138,8 @@ def test_a_planted_link_or_pipe_is_refused_and_the_other_job_is_served(
     result = watcher_for(imds, slurm).poll_once()
     assert time.monotonic() - started < 5.0  # no pipe, no /dev/zero held it up
     # Both jobs were signalled; the honest one got its deadline and ledger line.
-    assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "41"],
-                                ["scancel", "--signal=USR1", "--batch", "42"]]
+    assert slurm.scancels() == [["scancel", "-v", "--signal=USR1", "--batch", "41"],
+                                ["scancel", "-v", "--signal=USR1", "--batch", "42"]]
     assert [a.job_id for a in result.actions] == ["41", "42"]
     assert (protocol.state_dir(good) / protocol.notice_name("42")).exists()
     assert len(spot_events(good, "42")) == 1
@@ -166,7 +166,7 @@ def test_a_state_folder_the_user_does_not_own_is_left_alone(imds, shared, uid, c
     slurm.owners["41"] = uid
     post(imds, "/_fake/notice", {"in_s": 120})
     result = watcher_for(imds, slurm).poll_once()
-    assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "41"]]
+    assert slurm.scancels() == [["scancel", "-v", "--signal=USR1", "--batch", "41"]]
     assert [a.job_id for a in result.actions] == ["41"]
     assert list(protocol.state_dir(theirs).iterdir()) == []
     assert f"owned by uid 0, not by the job's user (uid {uid})" in caplog.text
@@ -273,7 +273,7 @@ def test_a_user_chosen_field_cannot_make_the_watcher_act_as_another_user(
     post(imds, "/_fake/notice", {"in_s": 120})
     result = SpotWatcher(ImdsClient(imds.url), "n1", NodeJobs(with_hostile_field)).poll_once()
     assert [a.job_id for a in result.actions] == ["41"]
-    assert slurm.scancels() == [["scancel", "--signal=USR1", "--batch", "41"]]
+    assert slurm.scancels() == [["scancel", "-v", "--signal=USR1", "--batch", "41"]]
     assert list(protocol.state_dir(theirs).iterdir()) == []
     assert "prints UserId 2 times and GroupId 2 times" in caplog.text
 

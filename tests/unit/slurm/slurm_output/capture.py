@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpcflow.slurm.client import SlurmClient, run_command
+from hpcflow.command import run_command, run_until_line
+from hpcflow.slurm.client import SCANCEL_RETRY_RE, SlurmClient
 
 HERE = Path(__file__).parent
 TOKEN = "/scratch/capture"
@@ -42,7 +43,10 @@ def main() -> int:
     current = {"case": ""}
 
     def recording_runner(argv, *, input=None, timeout_s=60.0):
-        result = run_command(argv, input=input, timeout_s=timeout_s)
+        if argv[0] == "scancel" and "-v" in argv:  # what the client does with the default runner
+            result = run_until_line(argv, SCANCEL_RETRY_RE, timeout_s=timeout_s)
+        else:
+            result = run_command(argv, input=input, timeout_s=timeout_s)
         if not current["case"]:
             return result
         records[current["case"]] = {
@@ -125,6 +129,9 @@ def main() -> int:
     case("scontrol_show_requeue_held", client.show_job, rqheld)
     case("scancel_unknown", client.cancel, "99999")
     case("scancel_signal_batch", client.cancel, running, signal="USR1", batch_only=True)
+    # A pending job cannot be signalled: scancel says it is in a transitional state and would
+    # retry (stopped there).
+    case("scancel_signal_transition", client.cancel, held, signal="USR1", batch_only=True)
     for job in mine:
         subprocess.run(["scancel", job], check=False)
     for name, record in records.items():
