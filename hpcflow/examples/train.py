@@ -98,6 +98,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--bf16", action="store_true", help="lm: bf16 autocast (GPU; also runs on CPU)")
     add("--async-checkpoint", action="store_true",
         help="interval checkpoints are written in the background while training goes on")
+    add("--overlap-staging", action="store_true",
+        help="with --async-checkpoint: copy the state for it during the next step too (the "
+        "optimizer's step waits for the copy)")
     args = parser.parse_args(argv)
     for name in ("steps", "batch_size", "seq_len", "data_max_bytes", "warmup_steps"):
         if getattr(args, name) < 1:
@@ -203,8 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             setattr(args, name, (config.parallelism or {}).get(name, default))
     try:
         # The RNG streams are the TrainState's own (kept per layout), not the Run's.
-        hrun = Run.from_env(async_save=args.async_checkpoint, timeout_s=args.dist_timeout_s,
-                            rng=False)
+        hrun = Run.from_env(async_save=args.async_checkpoint, overlap=args.overlap_staging,
+                            timeout_s=args.dist_timeout_s, rng=False)
     except ValueError as exc:  # the Slurm / torchrun variables
         print(f"hpcflow-runtime: bad environment: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE

@@ -5,11 +5,15 @@ state into CPU buffers, the writer thread, and collecting a save in flight.
 reused by later saves, the copy spread over a few threads: :mod:`hpcflow.runtime.staging`) and
 returns; a background thread does the write and the commit, as
 ``dcp.async_save`` does with its thread executor (torch/distributed/checkpoint/state_dict_saver.py).
-torch is imported only when a save runs.
+With ``overlap``, the large CPU storages are copied by the writer thread instead, while
+training goes on, and the training thread waits for that copy only before it changes the state
+(:mod:`hpcflow.runtime.overlap`). torch is imported only when a save runs.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,14 +31,18 @@ class SaveResult:
     Attributes:
         step: the step the checkpoint holds.
         path: the committed directory ``<root>/step_<step>``.
-        blocked_s: seconds the caller spent inside :meth:`CheckpointManager.save`.
+        blocked_s: seconds the training thread was held by this save: inside
+            :meth:`CheckpointManager.save`, plus (``overlap``) waiting for its staging copy.
         total_s: seconds from the ``save`` call until this rank knew the commit.
+        staging_wait_s: of ``blocked_s``, the seconds spent waiting for the staging copy
+            (``overlap``; 0 otherwise).
     """
 
     step: int
     path: Path
     blocked_s: float
     total_s: float
+    staging_wait_s: float = 0.0
 
 
 @dataclass
@@ -43,6 +51,8 @@ class _InFlight:
     future: Future[float]  # monotonic time at which this rank learned the commit
     started: float
     blocked_s: float
+    staged: threading.Event | None = None  # set once the late staging copy is made (overlap)
+    staging_wait_s: float = 0.0
 
 
 class AsyncSaves:
@@ -50,12 +60,33 @@ class AsyncSaves:
     reported. :class:`~hpcflow.runtime.checkpoint.CheckpointManager` is one; it sets ``root``."""
 
     root: Path
+    # the manager's: every rank's error agreed on (a collective), and a ledger event
+    _first_error: Callable[[str | None], str | None]
+    _emit: Callable[[str, int], None]
 
     def _init_async(self) -> None:
         self._executor: ThreadPoolExecutor | None = None
         self._stager: Any = None
         self._in_flight: _InFlight | None = None
         self._unreported: list[SaveResult] = []  # collected by save/load/..., kept for poll
+        self._gate: Any = None  # the optimizer hook of overlapped saves, made on first use
+
+    def wait_staged(self) -> float:
+        """Block until the state of the save in flight is wholly in its staging buffers: call it
+        before changing the state in place other than in a torch optimizer's ``step`` (which
+        calls it) after ``save(..., blocking=False, overlap=True)``. Local, never raises.
+
+        Returns:
+            Seconds waited (0 when nothing was being copied).
+        """
+        flight = self._in_flight
+        if flight is None or flight.staged is None or flight.staged.is_set():
+            return 0.0
+        began = time.monotonic()
+        flight.staged.wait()
+        waited = time.monotonic() - began
+        flight.staging_wait_s += waited
+        return waited
 
     @property
     def in_flight(self) -> int | None:
@@ -128,12 +159,14 @@ class AsyncSaves:
         except dcp_errors() as exc:  # an error outside the write itself; still every rank's
             what = f"{type(exc).__name__}: {exc}"
             raise CheckpointError(f"the checkpoint of step {flight.step} failed: {what}") from exc
-        return SaveResult(flight.step, ckpt_dirs.step_dir(self.root, flight.step), flight.blocked_s,
-                          done - flight.started)
+        return SaveResult(flight.step, ckpt_dirs.step_dir(self.root, flight.step),
+                          flight.blocked_s + flight.staging_wait_s, done - flight.started,
+                          flight.staging_wait_s)
 
-    def _stage(self, flat: dict[str, Any]) -> Any:
+    def _stage(self, flat: dict[str, Any], *, overlap: bool = False) -> tuple[Any, Any]:
         """Copy ``flat`` into this manager's CPU buffers (allocated on the first save, reused
-        after), on a few threads (:mod:`hpcflow.runtime.staging`)."""
+        after), on a few threads (:mod:`hpcflow.runtime.staging`); with ``overlap``, the large
+        CPU storages are left to the returned :class:`~hpcflow.runtime.staging.DeferredCopy`."""
         import torch
 
         from hpcflow.runtime.staging import ParallelStager
@@ -141,19 +174,54 @@ class AsyncSaves:
         if self._stager is None:
             # pinned host memory speeds device-to-host copies
             self._stager = ParallelStager(pin=torch.cuda.is_available())
-        return self._stager.stage(flat)
+        return self._stager.stage(flat, defer=overlap)
+
+    def _late_copy(self, deferred: Any, watched: list[tuple[str, Any, int]], step: int,
+                   done: threading.Event) -> str | None:
+        """On the writer thread: make the deferred staging copy, then check that no watched
+        tensor changed meanwhile; ``done`` is set either way. Returns the error, or None."""
+        from hpcflow.runtime.overlap import changed_error, changed_names
+
+        try:
+            deferred.run()
+            names = changed_names(watched)
+        except Exception as exc:  # agreed on by the caller, so every rank fails alike
+            return f"staging the state of step {step} failed: {type(exc).__name__}: {exc}"
+        finally:
+            done.set()
+        return changed_error(step, names) if names else None
+
+    def _copy_then_write(self, write: Callable[[Any, int], float], deferred: Any,
+                         watched: list[tuple[str, Any, int]], staged: Any, flat: Any,
+                         step: int) -> float:
+        """On the writer thread: the late staging copy of an overlapped save, agreed on by every
+        rank (one small collective: the manager's ``_first_error``), then ``write``."""
+        error = self._first_error(self._late_copy(deferred, watched, step, staged))
+        if error is not None:
+            self._emit("failed", step)
+            raise CheckpointError(error)
+        return write(flat, step)
 
     def _submit(self, work: Callable[[Any, int], float], flat: Any, step: int, started: float,
-                blocked_s: float) -> None:
+                blocked_s: float, staged: threading.Event | None = None) -> None:
         """Run ``work(flat, step)`` on the writer thread (made on first use) as the save in
-        flight."""
+        flight; ``staged``: the event its late staging copy sets (overlap)."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpcflow-ckpt")
+        if staged is not None:
+            if self._gate is None:
+                from hpcflow.runtime.overlap import OptimizerGate
+
+                self._gate = OptimizerGate(self, type(self).wait_staged)
+            self._gate.arm()
         future = self._executor.submit(work, flat, step)
-        self._in_flight = _InFlight(step, future, started, blocked_s)
+        self._in_flight = _InFlight(step, future, started, blocked_s, staged)
 
     def _close_async(self) -> None:
-        """Free the writer thread and the staging buffers."""
+        """Free the writer thread, the optimizer hook and the staging buffers."""
+        if self._gate is not None:
+            self._gate.close()
+            self._gate = None
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -217,7 +218,8 @@ class CheckpointManager(AsyncSaves):
             return clean_host(self.root, local_rank=self.host[1], group=self._coord_group())
         return self._on_rank0("clean partial checkpoints", self._remove_partial) or []
 
-    def save(self, step: int, state: dict[str, Any], *, blocking: bool = True) -> Path:
+    def save(self, step: int, state: dict[str, Any], *, blocking: bool = True,
+             overlap: bool = False) -> Path:
         """Write the checkpoint of ``step`` and commit it, now or in the background.
 
         A save still in flight is waited for first (and its failure raised). Saving the step
@@ -235,6 +237,11 @@ class CheckpointManager(AsyncSaves):
             state: the DCP state dict to write.
             blocking: False = return once the state is staged; the commit follows when every
                 rank's files are written (see :meth:`poll`, :meth:`wait`).
+            overlap: with ``blocking=False``, return before the large CPU tensors are copied:
+                the writer thread copies them while training goes on, and every torch
+                optimizer's ``step`` (or :meth:`wait_staged`) waits for that copy first
+                (:mod:`hpcflow.runtime.overlap`). A tensor changed in place before then fails
+                the save on every rank.
 
         Returns:
             The directory ``<root>/step_<step>`` (committed already when ``blocking``).
@@ -255,13 +262,19 @@ class CheckpointManager(AsyncSaves):
         self._on_rank0(f"prepare checkpoint of step {step}", lambda: self._prepare(step))
         self._emit("prepared", step)
         key, error = self._shared_key()
-        flat = None
+        flat = deferred = None
+        watched: list[tuple[str, Any, int]] = []
         try:  # a local failure here must not leave the other ranks waiting inside DCP
             if key is None:
                 raise FileNotFoundError(error or f"the checkpoint key {self.key_file} is missing")
             flat = self._flatten(state)
             if not blocking:
-                flat = self._stage(flat)
+                live = flat
+                flat, deferred = self._stage(flat, overlap=overlap)
+                if deferred.pairs:  # versions read before the writer thread starts copying
+                    from hpcflow.runtime.overlap import watch_versions
+
+                    watched = watch_versions(live, deferred.storages)
         except Exception as exc:  # agreed on below, so every rank raises it
             error = f"capturing the state of step {step} failed: {type(exc).__name__}: {exc}"
         error = self._first_error(error)
@@ -273,7 +286,11 @@ class CheckpointManager(AsyncSaves):
             write(flat, step)
             return final
         self._emit("staged", step)
-        self._submit(write, flat, step, started, time.monotonic() - started)
+        staged = None
+        if deferred is not None and deferred.pairs:
+            staged = threading.Event()
+            write = functools.partial(self._copy_then_write, write, deferred, watched, staged)
+        self._submit(write, flat, step, started, time.monotonic() - started, staged)
         return final
 
     def close(self) -> None:

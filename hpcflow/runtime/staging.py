@@ -10,6 +10,12 @@ has walked the state the noted copies run in pieces of :data:`PIECE_BYTES` on th
 thread and on helpers: ``Tensor.copy_`` releases the GIL, so they copy side by side. Device
 storages (a GPU's, copied to pinned memory) are left to the stager as they are.
 
+With ``defer``, those noted copies are not made by :meth:`ParallelStager.stage` at all: it
+returns them as a :class:`DeferredCopy` that the save's writer thread makes, while the training
+thread goes on with the next step's forward and backward passes (the overlap of staging with
+compute of DCP's own async staging, torch/distributed/checkpoint/staging.py
+``StagingOptions.use_async_staging``).
+
 This reaches into the stager's storage cache (``_state_dict_stager``, torch 2.8 to 2.13); a
 torch without it gets the stager's own copy on one thread, with the same result.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 #: Storages at least this large are copied by the threads; smaller ones by the stager at once.
@@ -36,6 +43,29 @@ def copy_threads() -> int:
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     return max(1, min(MAX_THREADS, cores))
+
+
+@dataclass
+class DeferredCopy:
+    """The copies :meth:`ParallelStager.stage` left for later with ``defer=True``.
+
+    Attributes:
+        pairs: ``(buffer, storage)`` of each storage still to copy.
+        run: makes those copies (on the calling thread and the stager's helpers).
+    """
+
+    pairs: list[tuple[Any, Any]]
+    run: Any
+
+    @property
+    def storages(self) -> set[int]:
+        """The ``data_ptr`` of each storage still to copy."""
+        return {storage.data_ptr() for _, storage in self.pairs}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes still to copy."""
+        return sum(storage.nbytes() for _, storage in self.pairs)
 
 
 class ParallelStager:
@@ -71,16 +101,29 @@ class ParallelStager:
 
             inner._stage_untyped_storage = stage_storage
 
-    def stage(self, state: Any) -> Any:
+    def stage(self, state: Any, *, defer: bool = False) -> tuple[Any, DeferredCopy]:
         """A copy of ``state`` in the staging buffers (allocated at the first call, reused after,
-        as long as the state keeps its storages)."""
+        as long as the state keeps its storages).
+
+        Args:
+            state: the flat state dict.
+            defer: leave the copies of the CPU storages of at least :data:`PARALLEL_MIN_BYTES`
+                into reused buffers to the returned :class:`DeferredCopy` (the staged dict holds
+                their buffers, not yet filled); the rest is copied now.
+
+        Returns:
+            The staged dict, and the copies still to make (none unless ``defer``).
+        """
         self._noted = []
         try:
             staged = self._stager.stage(state)
-            self._copy(self._noted)
+            noted = self._noted
         finally:
             self._noted = None
-        return staged
+        if not defer:
+            self._copy(noted)
+            noted = []
+        return staged, DeferredCopy(noted, lambda: self._copy(noted))
 
     def _copy(self, pairs: list[tuple[Any, Any]]) -> None:
         """Copy each ``(buffer, storage)`` in pieces, every ``threads``-th piece per thread."""

@@ -181,12 +181,13 @@ def test_the_staging_copy_of_later_saves_runs_on_several_threads_and_is_exact(
     state = {"big": big, "half": shared[: shared.numel() // 2], "whole": shared,
              "small": torch.rand(3), "step": 4}
     try:
-        first = stager.stage(state)
+        first, nothing = stager.stage(state)
+        assert nothing.pairs == []
         assert not threads  # the first save allocates: the stager's own copy
         for value in (1.0, 2.0):
             for tensor in (big, shared, state["small"]):
                 tensor.add_(value)
-            staged = stager.stage(state)
+            staged, _ = stager.stage(state)
             for name in ("big", "half", "whole", "small"):
                 assert torch.equal(staged[name], state[name])
                 assert staged[name].data_ptr() == first[name].data_ptr()  # buffers reused
@@ -197,6 +198,25 @@ def test_the_staging_copy_of_later_saves_runs_on_several_threads_and_is_exact(
         assert threading.current_thread().name in threads and len(threads) == 2
         big.add_(1.0)
         assert not torch.equal(staged["big"], big)  # a copy, not a view of the live state
+    finally:
+        stager.close()
+
+
+def test_a_deferred_staging_copy_leaves_the_large_storages_to_its_run():
+    stager = staging.ParallelStager(pin=False, threads=2)
+    big = torch.rand(staging.PARALLEL_MIN_BYTES // 4 * 2)
+    state = {"big": big, "small": torch.rand(3)}
+    try:
+        stager.stage(state)  # allocates the buffers
+        big.add_(1.0)
+        state["small"].add_(1.0)
+        staged, deferred = stager.stage(state, defer=True)
+        assert deferred.storages == {big.untyped_storage().data_ptr()}
+        assert deferred.nbytes == big.nbytes
+        assert torch.equal(staged["small"], state["small"])  # copied at once
+        assert not torch.equal(staged["big"], big)  # not yet
+        deferred.run()
+        assert torch.equal(staged["big"], big)
     finally:
         stager.close()
 
