@@ -261,13 +261,14 @@ class SlurmClient:
         """Send ``signal`` to the batch shell of the job's current attempt, as Slurm's
         ``--signal=B:<sig>@<lead>`` does: tried again while the controller says the job is in
         a transitional state, as long as the same attempt (``Restarts`` and ``StartTime`` of
-        ``scontrol show job``) is the one running. An array element (``"120_3"``) is signalled
-        by its own job id.
+        ``scontrol show job``) is the one running. A running array element is never signalled
+        twice: Slurm answers "can not be altered now" for it while the array has pending
+        elements, yet signals it.
 
         Args:
             job_id: ``"123"`` or ``"120_3"``.
             signal: e.g. ``"USR1"``.
-            patience_s: seconds to keep trying.
+            patience_s: seconds to keep trying (0: one try).
             poll_s: seconds between tries.
 
         Raises:
@@ -280,19 +281,21 @@ class SlurmClient:
             if record is None:
                 return None
             return (record.get("Restarts", ""), record.get("StartTime", ""),
-                    record.get("JobState", ""), record.get("JobId", ""))
+                    record.get("JobState", ""), record.get("ArrayJobId", ""))
 
         first = attempt()
-        # An array element is signalled by its own job id: for "<array>_<task>", Slurm also
-        # tries the array's pending remainder, answers "Job can not be altered now" and yet
-        # signals the element (seen on the local cluster, Slurm 22.05).
-        target = first[3] if first is not None and first[3].isdigit() else job_id
         deadline = time.monotonic() + patience_s
         while True:
             try:
-                self.cancel(target, signal=signal, batch_only=True)
+                self.cancel(job_id, signal=signal, batch_only=True)
                 return
             except SlurmTransitionState:
+                if first is not None and first[3] and first[2] == "RUNNING":
+                    # Measured (Slurm 22.05): the batch shell of a running element of an array
+                    # that still has pending elements gets the signal, and the answer is "Job
+                    # can not be altered now" all the same (its own id or <array>_<task>).
+                    # Sending again would signal it twice.
+                    return
                 if time.monotonic() + poll_s > deadline:
                     raise
             time.sleep(poll_s)

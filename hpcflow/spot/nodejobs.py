@@ -186,9 +186,12 @@ class NodeJobs:
         return uid, gid, ""
 
     def warn(self, job: NodeJob) -> None:
-        """Send the job's warning signal to its batch shell (``scancel --signal=SIG --batch``).
+        """Send the job's warning signal to its batch shell (``scancel --signal=SIG --batch``),
+        once: never by scancel's own retry (:meth:`SlurmClient.warn_batch`).
 
         Raises:
+            SlurmTransitionState: Slurm could not signal the job now (tried again at the next
+                poll, while the job still runs on the node).
             SlurmQueryError: scancel failed.
         """
-        self._client.cancel(job.job_id, signal=job.signal, batch_only=True)
+        self._client.warn_batch(job.job_id, job.signal, patience_s=0)
