@@ -120,14 +120,22 @@ def record_mac(record: dict[str, Any], key: bytes) -> str:
     return blake3.blake3(text.encode(), key=key).hexdigest()
 
 
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 class StreamDigest:
     """The digests of one file, fed the bytes in order with :meth:`update`.
 
     Args:
         key: the run's key: keyed BLAKE3 is computed with it (None: not computed).
         algorithms: which digests (:data:`CRC32C`, :data:`BLAKE3_KEYED`, :data:`SHA256`).
-        all_cores: let BLAKE3 spread a large update over every core (a restore, when nothing
-            else runs); a save hashes on one thread, beside the training.
+        all_cores: let BLAKE3 spread a large update over every core but one, the reader's (a
+            restore, when nothing else runs); a save hashes on one thread, beside the training.
 
     Cost per byte: CRC32C about 10 GiB/s and BLAKE3 about 4.5 GiB/s on one core of the machine
     in bench/README.md; both release the GIL on large buffers.
@@ -139,9 +147,11 @@ class StreamDigest:
 
         self.size_bytes = 0
         self._crc: int | None = 0 if CRC32C in algorithms else None
-        # BLAKE3 is a tree hash: one large update can use every core (blake3.AUTO), with the
-        # same digest as one thread gives.
-        threads = blake3.blake3.AUTO if all_cores else 1
+        # BLAKE3 is a tree hash: one large update can use several cores, with the same digest
+        # as one thread gives. A restore leaves one core to the thread that reads (measured on
+        # the 2-core machine of bench/README.md: a 1 GiB load took 0.45 to 0.46 s with the
+        # hash on one thread, 0.49 to 0.58 s with it on both cores).
+        threads = max(1, usable_cores() - 1) if all_cores else 1
         self._blake = blake3.blake3(key=key, max_threads=threads) \
             if BLAKE3_KEYED in algorithms and key else None
         self._sha = hashlib.sha256() if SHA256 in algorithms else None

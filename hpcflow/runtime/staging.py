@@ -22,7 +22,6 @@ torch without it gets the stager's own copy on one thread, with the same result.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -38,11 +37,9 @@ MAX_THREADS = 4
 def copy_threads() -> int:
     """Threads a staging copy uses: the cores this process may run on, at most
     :data:`MAX_THREADS`."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_THREADS, cores))
+    from hpcflow.runtime.checksum import usable_cores
+
+    return max(1, min(MAX_THREADS, usable_cores()))
 
 
 @dataclass
