@@ -9,6 +9,7 @@ never open it and the test would fail. Orderings are read from recorded events, 
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -41,15 +42,18 @@ class TrainApp:
                        optim_state_dict=state["optim"])
 
 
-def build_model(world: int) -> TrainApp:
-    """The same small MLP on every call, FSDP2-sharded over the world, with AdamW."""
+def build_model(world: int, sizes: tuple[int, ...] = (32, 64, 64, 1)) -> TrainApp:
+    """The same MLP (``sizes``: its layers' widths, ReLU between) on every call, FSDP2-sharded
+    over the world, with AdamW."""
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
-                                torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    layers: list[torch.nn.Module] = []
+    for width_in, width_out in itertools.pairwise(sizes):
+        layers += [torch.nn.Linear(width_in, width_out), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers[:-1])
     mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
@@ -80,6 +84,18 @@ def digest(app: TrainApp) -> str:
             value = value.detach().contiguous().numpy().tobytes()
         sha.update(f"{key}={value!r}".encode() if not isinstance(value, bytes) else value)
     return sha.hexdigest()
+
+
+def load_back(managers: dict[str, Any], build: Any) -> dict[str, str]:
+    """``{"<name>/<step>": digest}`` of each committed checkpoint of each manager, loaded into a
+    fresh ``build()``."""
+    loaded = {}
+    for name, manager in managers.items():
+        for step in manager.committed_steps():
+            fresh = build()
+            manager.load(step, {"app": fresh})
+            loaded[f"{name}/{step}"] = digest(fresh)
+    return loaded
 
 
 def program_async_model(rank: int, world: int, p: dict[str, Any]) -> int:
@@ -117,12 +133,7 @@ def program_async_model(rank: int, world: int, p: dict[str, Any]) -> int:
             if step == p["hold_step"]:  # train on only once the write is under way (held)
                 rec.held.wait(60)
     async_mgr.close()
-    loaded = {}
-    for name, manager in (("sync", sync_mgr), ("async", async_mgr)):
-        for step in manager.committed_steps():
-            fresh = build_model(world)
-            manager.load(step, {"app": fresh})
-            loaded[f"{name}/{step}"] = digest(fresh)
+    loaded = load_back({"sync": sync_mgr, "async": async_mgr}, lambda: build_model(world))
     Path(work / f"result-{rank}.json").write_text(json.dumps({
         "live": {str(k): v for k, v in live.items()}, "loaded": loaded,
         "async_committed": async_mgr.committed_steps(),

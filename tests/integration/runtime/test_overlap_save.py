@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from ckpt_ranks import Ranks, Recorder, dump, events, result
-from test_async_save import TrainApp, digest
+from test_async_save import TrainApp, digest, load_back
+from test_async_save import build_model as build_mlp
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(240)]
 
@@ -27,19 +28,7 @@ GATE_TIMEOUT_S = 60.0
 
 def build_model(world: int) -> TrainApp:
     """An MLP whose first weight shards to 2 MiB per rank (copied late), FSDP2, AdamW."""
-    import torch
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                                torch.nn.Linear(1024, 1))
-    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
-    for layer in model:
-        if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    return TrainApp(model, torch.optim.AdamW(model.parameters(), lr=1e-2))
+    return build_mlp(world, (1024, 1024, 1))
 
 
 def program_overlap(rank: int, world: int, p: dict[str, Any]) -> int:
@@ -101,12 +90,7 @@ def program_overlap(rank: int, world: int, p: dict[str, Any]) -> int:
         mgr.close()
     except CheckpointError as exc:
         failure = str(exc)
-    loaded = {}
-    for name, manager in (("sync", sync_mgr), ("overlap", mgr)):
-        for step in manager.committed_steps():
-            fresh = build_model(world)
-            manager.load(step, {"app": fresh})
-            loaded[f"{name}/{step}"] = digest(fresh)
+    loaded = load_back({"sync": sync_mgr, "overlap": mgr}, lambda: build_model(world))
     (work / f"result-{rank}.json").write_text(json.dumps({
         "live": {str(k): v for k, v in live.items()}, "loaded": loaded, "failure": failure,
         "committed": mgr.committed_steps(),

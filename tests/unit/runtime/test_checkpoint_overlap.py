@@ -53,11 +53,14 @@ def state(model: torch.nn.Module) -> dict:
     return {"model": model.state_dict()}
 
 
-def warm(manager: CheckpointManager, model: torch.nn.Module) -> None:
-    """A first save allocates the staging buffers (copied at once: nothing to overlap)."""
+def warm(manager: CheckpointManager, model: torch.nn.Module, held: HeldCopy) -> None:
+    """A first save allocates the staging buffers (copied at once: nothing to overlap); the
+    gate is closed after it."""
+    held.gate.set()
     manager.save(1, state(model), blocking=False, overlap=True)
     manager.wait()
     assert manager.wait_staged() == 0.0
+    held.gate.clear()
 
 
 def load_weight(manager: CheckpointManager, step: int) -> dict:
@@ -71,9 +74,7 @@ def test_an_optimizer_step_waits_for_the_copy_and_the_checkpoint_is_the_state_at
     held = HeldCopy(monkeypatch)
     model, optimizer = model_and_optimizer()
     manager = CheckpointManager(tmp_path, keep=3)
-    held.gate.set()
-    warm(manager, model)
-    held.gate.clear()
+    warm(manager, model, held)
     at_save = model.weight.detach().clone()
     model(torch.ones(1, BIG // 64)).sum().backward()  # gradients before the save, as a loop has
 
@@ -103,9 +104,7 @@ def test_a_tensor_changed_in_place_before_its_copy_fails_the_save_and_commits_no
     held = HeldCopy(monkeypatch)
     model, _ = model_and_optimizer()
     manager = CheckpointManager(tmp_path, keep=3)
-    held.gate.set()
-    warm(manager, model)
-    held.gate.clear()
+    warm(manager, model, held)
 
     manager.save(2, state(model), blocking=False, overlap=True)
     with torch.no_grad():
@@ -121,8 +120,8 @@ def test_wait_staged_lets_a_loop_change_the_state_its_own_way(tmp_path, monkeypa
     held = HeldCopy(monkeypatch)
     model, _ = model_and_optimizer()
     manager = CheckpointManager(tmp_path, keep=3)
+    warm(manager, model, held)
     held.gate.set()
-    warm(manager, model)
     at_save = model.weight.detach().clone()
     manager.save(2, state(model), blocking=False, overlap=True)
     manager.wait_staged()
