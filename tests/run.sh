@@ -2,11 +2,12 @@
 # Run hpcflow's whole test suite on a fresh Debian/Ubuntu machine, as root.
 #
 # Phases, each timed: install everything the tests need (scripts/install.sh --dev); start the
-# local emulated Slurm cluster; the fast suite (no cluster, no multi-process test; the README's
-# command); the tests on the real cluster, two at a time; then those that need the cluster alone
-# (marked cluster_alone), with the multi-process torch.distributed tests, which need no
-# cluster, beside them (pytest-xdist, two workers; their output follows); then, on a full green
-# run, the benchmarks at their CI size (bench/run_all.sh --ci).
+# local emulated Slurm cluster; the tests on the real cluster, two at a time; then those that
+# need the cluster alone (marked cluster_alone), and beside them, one after the other, the tests
+# that use no cluster: the multi-process torch.distributed tests (pytest-xdist, two workers)
+# and the fast suite (no cluster, no multi-process test; the README's command), their output
+# printed after; then, on a full green run, the benchmarks at their CI size
+# (bench/run_all.sh --ci).
 # Extra arguments go to one plain pytest run instead (and skip the benchmarks). Safe to rerun.
 # Exit codes: pytest's (0 = every test passed), else non-zero when a benchmark crashed or a
 # set-up step failed.
@@ -36,6 +37,13 @@ print_times() {
   printf '  %-34s %4d min %02d s\n' "total" "$((SECONDS / 60))" "$((SECONDS % 60))" >&2
 }
 
+no_cluster_tests() {  # no_cluster_tests PYTEST...: the multi-process tests, then the fast suite
+  local rc=0
+  "$@" -n 2 --dist loadfile --durations=10 -m "dist and not slurm" || rc=$?
+  "$@" -n 4 --dist loadfile --durations=15 -m "not slurm and not dist" || rc=$?
+  return "${rc}"
+}
+
 main() {
   cd "${repo}"
   trap print_times EXIT
@@ -57,33 +65,29 @@ main() {
     phase_done "pytest $*"
     return "${rc}"
   fi
-  # The fast suite (README, "Tests"): four workers on two cores, since many of these tests wait
-  # on a process they started.
-  phase "running the fast suite (no cluster, no multi-process test; 4 workers)"
-  "${pytest[@]}" -n 4 --dist loadfile --durations=15 -m "not slurm and not dist" || rc=$?
-  phase_done "fast suite"
   # The cluster's tests two at a time (Slurm queues a job until its CPUs are free; each test has
-  # its own run directory and HPCFLOW_HOME), then, one at a time, those that need the cluster to
-  # themselves: they kill a daemon, drain a node, stop the cluster or preempt every partition.
+  # its own run directory and HPCFLOW_HOME).
   phase "running the tests on the local cluster (2 workers)"
   "${pytest[@]}" -n 2 --dist worksteal --durations=25 -m "slurm and not cluster_alone" || rc=$?
   phase_done "tests on the local cluster"
-  # Those that need the cluster alone mostly wait on Slurm's own timers (a node declared dead
-  # after SlurmdTimeout, a partition's GraceTime): the multi-process tests, which use no
-  # cluster, run beside them, two at a time, their output kept and printed after.
-  phase "running the cluster tests that need it alone, and beside them the multi-process tests"
-  local dist_log dist_pid dist_rc=0
-  dist_log="$(mktemp)"
-  "${pytest[@]}" -n 2 --dist loadfile --durations=10 -m "dist and not slurm" \
-    >"${dist_log}" 2>&1 &
-  dist_pid=$!
+  # Then, one at a time, those that need the cluster to themselves: they kill a daemon, drain a
+  # node, stop the cluster or preempt every partition, and mostly wait on Slurm's own timers (a
+  # node declared dead after SlurmdTimeout, a partition's GraceTime). Beside them, one after the
+  # other, the tests that use no cluster: the multi-process torch.distributed tests (two
+  # workers), then the fast suite (README, "Tests": four workers on two cores, since many of
+  # its tests wait on a process they started). Their output is kept and printed after.
+  phase "running the cluster tests that need it alone, and beside them those with no cluster"
+  local side_log side_pid side_rc=0
+  side_log="$(mktemp)"
+  no_cluster_tests "${pytest[@]}" >"${side_log}" 2>&1 &
+  side_pid=$!
   "${pytest[@]}" --durations=10 -m "slurm and cluster_alone" || rc=$?
-  wait "${dist_pid}" || dist_rc=$?
-  printf '\ntests/run.sh: the multi-process tests (2 workers), run beside them:\n' >&2
-  cat "${dist_log}"
-  rm -f "${dist_log}"
-  ((dist_rc == 0)) || rc="${dist_rc}"
-  phase_done "cluster tests alone + multi-process"
+  wait "${side_pid}" || side_rc=$?
+  printf '\ntests/run.sh: the tests that use no cluster, run beside them:\n' >&2
+  cat "${side_log}"
+  rm -f "${side_log}"
+  ((side_rc == 0)) || rc="${side_rc}"
+  phase_done "alone + multi-process + fast"
   if ((rc == 0)); then
     # The benchmarks at their CI size: figures only, never a failure on time.
     phase "running the benchmarks (bench/run_all.sh --ci)"

@@ -111,15 +111,18 @@ def test_the_tests_block_runs_the_four_pytest_phases_then_the_benchmarks(tmp_pat
     head = ["OMP_NUM_THREADS=1", "-m", "pytest", "-p", "no:cacheprovider"]
     assert [p[:5] for p in phases] == [head] * 4
     markers = [p[p.index("-m", 2) + 1] for p in phases]
-    assert markers[:2] == ["not slurm and not dist", "slurm and not cluster_alone"]
-    # The multi-process tests run beside the cluster tests that need it alone (either starts
-    # first).
-    assert sorted(markers[2:]) == ["dist and not slurm", "slurm and cluster_alone"]
+    assert markers[0] == "slurm and not cluster_alone"
+    # Then the cluster tests that need it alone, and beside them the multi-process tests, then
+    # the fast suite (either side starts first).
+    assert sorted(markers[1:]) == ["dist and not slurm", "not slurm and not dist",
+                                   "slurm and cluster_alone"]
+    assert markers.index("dist and not slurm") < markers.index("not slurm and not dist")
     assert log[-1] == f"bash bench/run_all.sh --ci {venv}/bin/python"
     # The fast suite is the README's fast-suite command (--durations aside).
     fast = shlex.split(_readme_block("Tests", 1))
     assert fast[0] == "OMP_NUM_THREADS=1" and fast[1] == ".venv/bin/python"
-    assert [w for w in phases[0][1:] if not w.startswith("--durations")] == fast[2:]
+    suite = phases[markers.index("not slurm and not dist")]
+    assert [w for w in suite[1:] if not w.startswith("--durations")] == fast[2:]
     assert "tests/run.sh: time of each phase" in proc.stderr
 
 
