@@ -78,10 +78,9 @@ class Run:
         step: the last step reported to :meth:`step_done` (or restored).
     """
 
-    def __init__(self, env: DistEnv, config: RunConfig, monitor: PreemptionMonitor,
-                 backend: str, *, async_save: bool = False, overlap: bool = False,
-                 rng: bool = True, heartbeat: Heartbeat | None = None,
-                 startup: StartupClock | None = None) -> None:
+    def __init__(self, env: DistEnv, config: RunConfig, monitor: PreemptionMonitor, backend: str,
+                 *, async_save: bool = False, overlap: bool = False, rng: bool = True,
+                 heartbeat: Heartbeat | None = None, startup: StartupClock | None = None) -> None:
         from hpcflow.runtime.checkpoint import CheckpointManager
 
         self.env = env
@@ -142,12 +141,8 @@ class Run:
             keep: overrides ``HPCFLOW_CHECKPOINT_KEEP``.
             async_save: write interval saves in the background while training goes on (the
                 preemption save is always synchronous).
-            overlap: with ``async_save``, copy the large tensors into the staging buffers in the
-                background too, during the next step's forward and backward passes; every torch
-                optimizer's ``step`` waits for that copy first. Change the state in place only
-                in an optimizer's step (or after ``run.ckpt.wait_staged()``): a tensor changed
-                before its copy fails that save, which the next step boundary saves again in
-                line (:mod:`hpcflow.runtime.overlap`).
+            overlap: with ``async_save``, the copy into the staging buffers runs during the
+                next step too; an optimizer's ``step`` waits for it (:mod:`hpcflow.runtime.overlap`).
             timeout_s: seconds a collective may wait for the other ranks.
             join_process_group: False leaves the process group to a framework that makes its
                 own (Lightning); the agreement then uses whatever group is active.
@@ -309,8 +304,7 @@ class Run:
         if self.ckpt is not None and (self.auto.due(step) if self.auto is not None
                                       else self.ckpt.due(step)):
             started = time.monotonic()
-            self.save(step, state, reason="interval", blocking=not self.async_save,
-                      overlap=self.overlap)
+            self.save(step, state, reason="interval", blocking=not self.async_save)
             if self.auto is not None:
                 interval_saved(self.auto, self.env, step, time.monotonic() - started,
                                run_dir=self.config.run_dir, started_wall=self.started_wall,
@@ -325,9 +319,9 @@ class Run:
     # ---- saving and leaving
 
     def save(self, step: int, state: Mapping[str, Any], *, reason: str = "manual",
-             blocking: bool = True, overlap: bool = False) -> None:
-        """Save (and, when ``blocking``, commit) the checkpoint of ``step`` (collective);
-        ``overlap``: see :meth:`from_env`.
+             blocking: bool = True) -> None:
+        """Save (and, when ``blocking``, commit) the checkpoint of ``step`` (collective); when
+        not ``blocking``, with the run's ``overlap`` (:meth:`from_env`).
 
         Raises:
             CheckpointError: no checkpoint directory, or the save failed (on every rank).
@@ -339,8 +333,7 @@ class Run:
             return  # committed already
         started = time.monotonic()
         self._beat(SECTION_CHECKPOINT)
-        self.ckpt.save(step, {"app": self._app(state)}, blocking=blocking,
-                       overlap=overlap and not blocking)
+        self.ckpt.save(step, {"app": self._app(state)}, blocking=blocking, overlap=self.overlap)
         self._last_saved = step
         self._beat(SECTION_STEP)
         self._async_pending = None if blocking else step

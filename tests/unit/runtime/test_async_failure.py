@@ -5,6 +5,7 @@ run. One process (world of 1); the writer thread fails at a real phase of the sa
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -96,3 +97,45 @@ def test_a_background_save_that_commits_is_watched_no_longer(tmp_path):
     finally:
         run.close()
     assert (tmp_path / "ckpt" / "step_2").is_dir()
+
+
+def test_a_state_changed_outside_the_optimizer_during_an_overlapped_copy_is_saved_again(
+        tmp_path, monkeypatch, capsys):
+    # The late staging copy is held until the loop has changed the weight by hand.
+    from hpcflow.runtime import staging
+
+    gate = threading.Event()
+    own = staging.ParallelStager._copy
+
+    def held(stager, pairs):  # noqa: ANN001, ANN202
+        if pairs:
+            assert gate.wait(60), "the gate was never opened"
+        own(stager, pairs)
+
+    monkeypatch.setattr(staging.ParallelStager, "_copy", held)
+    env = {"HPCFLOW_RUN_DIR": str(tmp_path / "run"),
+           "HPCFLOW_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+           "HPCFLOW_CHECKPOINT_INTERVAL": "2"}
+    run = Run.from_env(env, async_save=True, overlap=True)
+    model = torch.nn.Linear(512, 512, bias=False)  # 1 MiB: copied late once the buffers exist
+    state = {"model": model}
+    run.restore(state)
+    try:
+        for step in (1, 2, 3, 4):  # step 2's save allocates the buffers; step 4's copies late
+            if step == 3:
+                wait_written(run)
+            run.step_done(step, state)
+        with torch.no_grad():
+            model.weight.mul_(2.0)  # by hand, not in an optimizer's step
+        gate.set()
+        wait_written(run)
+        run.step_done(5, state)
+        out = capsys.readouterr().out
+    finally:
+        run.close()
+    lines = tagged(out, "hpcflow-checkpoint")
+    failed = [c for c in lines if c.get("failed")]
+    assert [c["step"] for c in failed] == [4] and "changed in place" in failed[0]["error"]
+    assert [c["step"] for c in lines if c.get("reason") == "retry"] == [5]
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir() if "." not in p.name) == [
+        "step_2", "step_5"]
